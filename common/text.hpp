@@ -1,0 +1,44 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/expected.hpp"
+
+namespace rekindle {
+
+/// Edit distance (insertions, deletions, substitutions and swaps of neighbours) between a and b.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// The candidate closest to `word`, if one is close enough to be a likely typo.
+std::optional<std::string> closest_match(std::string_view word, std::span<const std::string> candidates);
+std::optional<std::string> closest_match(std::string_view word, std::span<const std::string_view> candidates);
+
+/// " (did you mean 'x'?)" when a candidate is close to `word`, else "".
+std::string did_you_mean(std::string_view word, std::span<const std::string> candidates);
+
+/// Parses "250ms", "2s", "1.5s", "10us", "3m", "1h", "100ns" into nanoseconds.
+expected<std::chrono::nanoseconds> parse_duration(std::string_view text);
+/// The shortest exact spelling of `d` that `parse_duration` reads back, e.g. "200ms".
+std::string duration_to_string(std::chrono::nanoseconds d);
+/// A rounded spelling for people: "41 ms", "1.02 s", "3.1 µs", "2 min 05 s".
+std::string format_duration(std::chrono::nanoseconds d);
+
+/// Parses "4096", "64KiB", "16MiB", "1GiB", "10MB" into bytes.
+expected<std::uint64_t> parse_size(std::string_view text);
+/// The exact spelling of `bytes` in the largest binary unit that divides it, e.g. "16MiB".
+std::string size_to_string(std::uint64_t bytes);
+/// A rounded spelling for people: "96.0 MiB", "1.50 GiB".
+std::string format_bytes(double bytes);
+
+/// Splits on `sep`, keeping empty fields.
+std::vector<std::string_view> split(std::string_view text, char sep);
+/// Removes leading and trailing ASCII whitespace.
+std::string_view trim(std::string_view text);
+
+}  // namespace rekindle

@@ -1,0 +1,855 @@
+#include "config/load.hpp"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "common/text.hpp"
+
+namespace rekindle::config {
+
+namespace fs = std::filesystem;
+
+std::string diagnostic::to_string() const {
+  std::string out = file;
+  if (line > 0) {
+    out += ':' + std::to_string(line);
+    if (column > 0)
+      out += ':' + std::to_string(column);
+  }
+  out += ": ";
+  if (!field.empty())
+    out += field + ": ";
+  out += message;
+  return out;
+}
+
+std::string load_result::error_text() const {
+  std::string out;
+  for (const auto& e : errors) {
+    if (!out.empty())
+      out += '\n';
+    out += e.to_string();
+  }
+  return out;
+}
+
+namespace {
+
+// Collects diagnostics for one source and, when asked, the names of every field read.
+struct context {
+  std::string file;
+  fs::path base_dir;
+  std::vector<diagnostic> errors;
+  std::vector<diagnostic> warnings;
+  std::vector<std::string>* known = nullptr;
+
+  diagnostic make(const toml::source_region& where, std::string field, std::string message) const {
+    return diagnostic{file, static_cast<std::uint32_t>(where.begin.line),
+                      static_cast<std::uint32_t>(where.begin.column), std::move(field), std::move(message)};
+  }
+  void error(const toml::source_region& where, std::string field, std::string message) {
+    errors.push_back(make(where, std::move(field), std::move(message)));
+  }
+  void warning(const toml::source_region& where, std::string field, std::string message) {
+    warnings.push_back(make(where, std::move(field), std::move(message)));
+  }
+};
+
+std::string_view type_name(toml::node_type t) {
+  switch (t) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "nothing";
+  }
+}
+
+std::string number_text(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  (void)ec;
+  return std::string(buf, end);
+}
+
+// Reads the keys of one table, remembers which it asked for, and reports the rest as unknown.
+class table_reader {
+ public:
+  /// `path` is the field prefix in messages ("job", "nodes[2]"); `schema` the prefix of known
+  /// fields ("job", "nodes"); `region` where the table starts (or the file start when absent).
+  table_reader(context& ctx, const toml::table* tbl, std::string path, std::string schema,
+               toml::source_region region)
+      : ctx_(ctx), tbl_(tbl), path_(std::move(path)), schema_(std::move(schema)), region_(region) {}
+
+  [[nodiscard]] std::string field(std::string_view key) const { return path_ + "." + std::string{key}; }
+
+  const toml::node* get(std::string_view key) {
+    keys_.emplace_back(key);
+    if (ctx_.known != nullptr) {
+      auto name = schema_ + "." + std::string{key};
+      if (std::find(ctx_.known->begin(), ctx_.known->end(), name) == ctx_.known->end())
+        ctx_.known->push_back(std::move(name));
+    }
+    return tbl_ != nullptr ? tbl_->get(key) : nullptr;
+  }
+
+  /// Where `key`'s value is, or the table when the key is absent.
+  [[nodiscard]] toml::source_region where(std::string_view key) const {
+    if (tbl_ != nullptr)
+      if (const auto* n = tbl_->get(key))
+        return n->source();
+    return region_;
+  }
+  [[nodiscard]] bool has(std::string_view key) const { return tbl_ != nullptr && tbl_->contains(key); }
+
+  void error(std::string_view key, std::string message) { ctx_.error(where(key), field(key), std::move(message)); }
+
+  template <class T>
+  T integer(std::string_view key, T fallback, std::int64_t min, std::int64_t max) {
+    const auto* n = get(key);
+    if (n == nullptr)
+      return fallback;
+    if (!n->is_integer()) {
+      type_error(key, *n, "an integer");
+      return fallback;
+    }
+    const std::int64_t v = n->as_integer()->get();
+    if (v < min || v > max) {
+      range_error(key, std::to_string(v), std::to_string(min), max >= (std::int64_t{1} << 31) ? "" : std::to_string(max));
+      return fallback;
+    }
+    return static_cast<T>(v);
+  }
+
+  double number(std::string_view key, double fallback, double min, double max) {
+    const auto* n = get(key);
+    if (n == nullptr)
+      return fallback;
+    double v = 0;
+    if (n->is_floating_point())
+      v = n->as_floating_point()->get();
+    else if (n->is_integer())
+      v = static_cast<double>(n->as_integer()->get());
+    else {
+      type_error(key, *n, "a number");
+      return fallback;
+    }
+    if (!(v >= min && v <= max)) {
+      range_error(key, number_text(v), number_text(min), number_text(max));
+      return fallback;
+    }
+    return v;
+  }
+
+  bool boolean(std::string_view key, bool fallback) {
+    const auto* n = get(key);
+    if (n == nullptr)
+      return fallback;
+    if (!n->is_boolean()) {
+      type_error(key, *n, "a boolean (true or false)");
+      return fallback;
+    }
+    return n->as_boolean()->get();
+  }
+
+  std::string string(std::string_view key, std::string fallback) {
+    const auto* n = get(key);
+    if (n == nullptr)
+      return fallback;
+    if (!n->is_string()) {
+      type_error(key, *n, "a string");
+      return fallback;
+    }
+    return n->as_string()->get();
+  }
+
+  nanoseconds duration(std::string_view key, nanoseconds fallback, nanoseconds min, nanoseconds max) {
+    const auto* n = get(key);
+    if (n == nullptr)
+      return fallback;
+    if (!n->is_string()) {
+      type_error(key, *n, "a duration string such as \"500ms\"");
+      return fallback;
+    }
+    auto d = parse_duration(n->as_string()->get());
+    if (!d) {
+      error(key, d.error().message());
+      return fallback;
+    }
+    if (*d < min || *d > max) {
+      range_error(key, n->as_string()->get(), duration_to_string(min), duration_to_string(max));
+      return fallback;
+    }
+    return *d;
+  }
+
+  std::uint64_t size(std::string_view key, std::uint64_t fallback, std::uint64_t min, std::uint64_t max) {
+    const auto* n = get(key);
+    if (n == nullptr)
+      return fallback;
+    std::uint64_t v = 0;
+    std::string shown;
+    if (n->is_integer() && n->as_integer()->get() >= 0) {
+      v = static_cast<std::uint64_t>(n->as_integer()->get());
+      shown = std::to_string(v);
+    } else if (n->is_string()) {
+      auto s = parse_size(n->as_string()->get());
+      if (!s) {
+        error(key, s.error().message());
+        return fallback;
+      }
+      v = *s;
+      shown = n->as_string()->get();
+    } else {
+      type_error(key, *n, "a size such as \"16MiB\" or a byte count");
+      return fallback;
+    }
+    if (v < min || v > max) {
+      range_error(key, shown, size_to_string(min), size_to_string(max));
+      return fallback;
+    }
+    return v;
+  }
+
+  /// Reports every key of the table that nobody asked for.
+  void finish() {
+    if (tbl_ == nullptr)
+      return;
+    for (auto&& [k, v] : *tbl_) {
+      const std::string name{k.str()};
+      if (std::find(keys_.begin(), keys_.end(), name) != keys_.end())
+        continue;
+      auto where = k.source().begin.line > 0 ? k.source() : v.source();
+      ctx_.error(where, field(name), "unknown key" + did_you_mean(name, keys_));
+    }
+  }
+
+ private:
+  void type_error(std::string_view key, const toml::node& n, std::string_view wanted) {
+    error(key, "expected " + std::string{wanted} + ", got " + std::string{type_name(n.type())});
+  }
+  void range_error(std::string_view key, const std::string& got, const std::string& min, const std::string& max) {
+    if (max.empty())
+      error(key, "must be at least " + min + ", got " + got);
+    else
+      error(key, "must be between " + min + " and " + max + ", got " + got);
+  }
+
+  context& ctx_;
+  const toml::table* tbl_;
+  std::string path_;
+  std::string schema_;
+  toml::source_region region_;
+  std::vector<std::string> keys_;
+};
+
+toml::source_region file_start(const context& ctx) {
+  toml::source_region r;
+  r.begin = {1, 1};
+  r.end = {1, 1};
+  (void)ctx;
+  return r;
+}
+
+// Returns the named sub-table, reporting a value of another type.
+const toml::table* sub_table(context& ctx, const toml::table& root, std::string_view key) {
+  const auto* n = root.get(key);
+  if (n == nullptr)
+    return nullptr;
+  if (!n->is_table()) {
+    ctx.error(n->source(), std::string{key},
+              "expected a table ([" + std::string{key} + "]), got " + std::string{type_name(n->type())});
+    return nullptr;
+  }
+  return n->as_table();
+}
+
+table_reader reader_for(context& ctx, const toml::table& root, std::string_view key) {
+  const auto* t = sub_table(ctx, root, key);
+  return table_reader{ctx, t, std::string{key}, std::string{key}, t != nullptr ? t->source() : file_start(ctx)};
+}
+
+bool valid_name(std::string_view name) {
+  if (name.empty() || name.size() > 64)
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+}
+
+bool is_loopback(std::string_view host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+fs::path resolve(const context& ctx, const std::string& p) {
+  fs::path path{p};
+  if (path.is_relative())
+    path = ctx.base_dir / path;
+  return path.lexically_normal();
+}
+
+expected<device_spec> parse_device(std::string_view text) {
+  device_spec d;
+  if (text == "auto")
+    return d;
+  if (text == "cpu") {
+    d.type = device_spec::kind::cpu;
+    return d;
+  }
+  if (text == "cuda") {
+    d.type = device_spec::kind::cuda;
+    return d;
+  }
+  if (text.starts_with("cuda:")) {
+    const auto digits = text.substr(5);
+    int index = -1;
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec == std::errc{} && ptr == digits.data() + digits.size() && index >= 0 && index < 1024) {
+      d.type = device_spec::kind::cuda;
+      d.index = index;
+      return d;
+    }
+  }
+  return status{errc::parse_error,
+                "'" + std::string{text} + "' is not a device; use \"auto\", \"cpu\", \"cuda\" or \"cuda:N\""};
+}
+
+// Reads a token file: it must exist, be readable and hold at least 16 bytes of secret.
+std::string read_token(context& ctx, table_reader& r, std::string_view key, const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    r.error(key, "cannot read token file '" + path.string() + "': " + std::strerror(errno));
+    return {};
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  std::string token{trim(buf.str())};
+  if (token.empty())
+    r.error(key, "token file '" + path.string() + "' is empty");
+  else if (token.size() < 16)
+    r.error(key, "token in '" + path.string() + "' is " + std::to_string(token.size()) +
+                     " bytes; use at least 16 (e.g. `head -c 32 /dev/urandom | base64 > FILE`)");
+  (void)ctx;
+  return token;
+}
+
+void read_cluster(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "cluster");
+  s.cluster.name = r.string("name", s.cluster.name);
+  if (!valid_name(s.cluster.name))
+    r.error("name", "'" + s.cluster.name + "' is not a valid name: use 1-64 letters, digits, '-', '_' or '.'");
+  s.cluster.supervisor = r.string("supervisor", "");
+  s.cluster.ranks_per_node = r.integer<std::uint32_t>("ranks_per_node", s.cluster.ranks_per_node, 1, 1024);
+  r.finish();
+}
+
+void read_nodes(context& ctx, const toml::table& root, spec& s) {
+  const auto* n = root.get("nodes");
+  if (ctx.known != nullptr && n == nullptr) {
+    // known_fields() walks a config without nodes; list a node's fields anyway.
+    table_reader r{ctx, nullptr, "nodes", "nodes", file_start(ctx)};
+    for (auto key : {"name", "host", "port", "devices", "spare", "speed"})
+      (void)r.get(key);
+    return;
+  }
+  if (n == nullptr) {
+    ctx.error(file_start(ctx), "nodes", "no nodes: add at least one [[nodes]] table with a name");
+    return;
+  }
+  const auto* arr = n->as_array();
+  if (arr == nullptr || !arr->is_array_of_tables()) {
+    ctx.error(n->source(), "nodes", "expected an array of tables ([[nodes]]), got " + std::string{type_name(n->type())});
+    return;
+  }
+  if (arr->empty()) {
+    ctx.error(n->source(), "nodes", "no nodes: add at least one [[nodes]] table with a name");
+    return;
+  }
+  struct seen_node {
+    std::string name;
+    std::uint32_t line;
+  };
+  std::vector<seen_node> seen;
+  std::vector<std::pair<std::string, std::uint32_t>> seen_endpoints;
+  for (std::size_t i = 0; i < arr->size(); ++i) {
+    const auto* t = arr->get(i)->as_table();
+    const std::string path = "nodes[" + std::to_string(i) + "]";
+    table_reader r{ctx, t, path, "nodes", t->source()};
+    node_spec node;
+    if (!r.has("name")) {
+      r.error("name", "missing: every node needs a name");
+      (void)r.get("name");
+    } else {
+      node.name = r.string("name", "");
+      if (!valid_name(node.name))
+        r.error("name", "'" + node.name + "' is not a valid node name: use 1-64 letters, digits, '-', '_' or '.'");
+    }
+    node.host = r.string("host", node.host);
+    if (node.host.empty())
+      r.error("host", "must not be empty");
+    node.port = r.integer<std::uint16_t>("port", node.port, 0, 65535);
+    if (const auto* d = r.get("devices")) {
+      const auto* list = d->as_array();
+      if (list == nullptr) {
+        r.error("devices", "expected an array of device names such as [\"cpu\", \"cpu\"], got " +
+                               std::string{type_name(d->type())});
+      } else if (list->empty()) {
+        r.error("devices", "lists no devices; leave it out to use cluster.ranks_per_node");
+      } else {
+        for (std::size_t j = 0; j < list->size(); ++j) {
+          const auto* e = list->get(j);
+          const std::string efield = r.field("devices") + "[" + std::to_string(j) + "]";
+          if (!e->is_string()) {
+            ctx.error(e->source(), efield, "expected a string, got " + std::string{type_name(e->type())});
+            continue;
+          }
+          auto dev = parse_device(e->as_string()->get());
+          if (!dev)
+            ctx.error(e->source(), efield, dev.error().message());
+          else
+            node.devices.push_back(*dev);
+        }
+      }
+    }
+    node.spare = r.boolean("spare", node.spare);
+    node.speed = r.number("speed", node.speed, 0.01, 100.0);
+    r.finish();
+
+    const auto line = static_cast<std::uint32_t>(r.where("name").begin.line);
+    if (!node.name.empty()) {
+      auto it = std::find_if(seen.begin(), seen.end(), [&](const seen_node& x) { return x.name == node.name; });
+      if (it != seen.end())
+        r.error("name", "duplicate node '" + node.name + "' (first defined at line " + std::to_string(it->line) + ")");
+      else
+        seen.push_back({node.name, line});
+    }
+    if (node.port != 0) {
+      const auto endpoint = node.host + ":" + std::to_string(node.port);
+      auto it = std::find_if(seen_endpoints.begin(), seen_endpoints.end(),
+                             [&](const auto& x) { return x.first == endpoint; });
+      if (it != seen_endpoints.end())
+        r.error("port", "another node already listens on " + endpoint + " (line " + std::to_string(it->second) + ")");
+      else
+        seen_endpoints.emplace_back(endpoint, static_cast<std::uint32_t>(r.where("port").begin.line));
+    }
+    s.nodes.push_back(std::move(node));
+  }
+}
+
+void read_job(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "job");
+  auto& j = s.job;
+  j.name = r.string("name", j.name);
+  if (!valid_name(j.name))
+    r.error("name", "'" + j.name + "' is not a valid name: use 1-64 letters, digits, '-', '_' or '.'");
+  j.steps = r.integer<std::uint64_t>("steps", j.steps, 1, std::int64_t{1} << 40);
+  j.global_batch = r.integer<std::uint32_t>("global_batch", j.global_batch, 1, 1 << 20);
+  j.micro_batch = r.integer<std::uint32_t>("micro_batch", j.micro_batch, 1, 1 << 20);
+  j.seed = r.integer<std::uint64_t>("seed", j.seed, 0, std::numeric_limits<std::int64_t>::max());
+  j.data = r.string("data", j.data);
+  r.finish();
+
+  if (j.micro_batch > j.global_batch || j.global_batch % j.micro_batch != 0) {
+    const auto key = r.has("micro_batch") ? "micro_batch" : "global_batch";
+    r.error(key, "global_batch (" + std::to_string(j.global_batch) + ") must be a multiple of micro_batch (" +
+                     std::to_string(j.micro_batch) + ")");
+  }
+  if (j.data.empty())
+    r.error("data", "must be \"synthetic\" or the path of a text file");
+  else if (j.data != "synthetic")
+    j.data_file = resolve(ctx, j.data);
+}
+
+void check_data_file(context& ctx, const toml::table& root, spec& s) {
+  if (!s.job.data_file)
+    return;
+  table_reader r{ctx, sub_table(ctx, root, "job"), "job", "job", file_start(ctx)};
+  const auto& path = *s.job.data_file;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    r.error("data", "data file '" + path.string() + "' does not exist (use \"synthetic\" for the built-in corpus)");
+    return;
+  }
+  if (!fs::is_regular_file(path, ec)) {
+    r.error("data", "data file '" + path.string() + "' is not a regular file");
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    r.error("data", "cannot read data file '" + path.string() + "': " + std::strerror(errno));
+    return;
+  }
+  const auto size = fs::file_size(path, ec);
+  const std::uint64_t need = std::uint64_t{s.model.seq_len} + 1;
+  if (ec || size == 0)
+    r.error("data", "data file '" + path.string() + "' is empty");
+  else if (size < need)
+    r.error("data", "data file '" + path.string() + "' holds " + std::to_string(size) +
+                        " bytes, fewer than one training sequence needs (model.seq_len + 1 = " + std::to_string(need) + ")");
+}
+
+void read_model(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "model");
+  auto& m = s.model;
+  m.layers = r.integer<std::uint32_t>("layers", m.layers, 1, 256);
+  m.heads = r.integer<std::uint32_t>("heads", m.heads, 1, 256);
+  m.width = r.integer<std::uint32_t>("width", m.width, 8, 16384);
+  m.seq_len = r.integer<std::uint32_t>("seq_len", m.seq_len, 2, 65536);
+  r.finish();
+  if (m.width % m.heads != 0)
+    r.error(r.has("heads") ? "heads" : "width",
+            "width (" + std::to_string(m.width) + ") must be a multiple of heads (" + std::to_string(m.heads) + ")");
+}
+
+void read_optimizer(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "optimizer");
+  auto& o = s.optimizer;
+  o.learning_rate = r.number("learning_rate", o.learning_rate, 1e-9, 10.0);
+  o.min_learning_rate = r.number("min_learning_rate", o.min_learning_rate, 0.0, 10.0);
+  o.warmup_steps = r.integer<std::uint64_t>("warmup_steps", o.warmup_steps, 0, std::int64_t{1} << 40);
+  o.weight_decay = r.number("weight_decay", o.weight_decay, 0.0, 1.0);
+  o.beta1 = r.number("beta1", o.beta1, 0.0, 0.999999);
+  o.beta2 = r.number("beta2", o.beta2, 0.0, 0.999999);
+  o.epsilon = r.number("epsilon", o.epsilon, 1e-20, 1.0);
+  o.grad_clip = r.number("grad_clip", o.grad_clip, 0.0, 1e6);
+  r.finish();
+  if (o.min_learning_rate > o.learning_rate)
+    r.error(r.has("min_learning_rate") ? "min_learning_rate" : "learning_rate",
+            "min_learning_rate (" + number_text(o.min_learning_rate) + ") must not exceed learning_rate (" +
+                number_text(o.learning_rate) + ")");
+}
+
+void read_checkpoint(context& ctx, const toml::table& root, spec& s, std::string& directory) {
+  auto r = reader_for(ctx, root, "checkpoint");
+  auto& c = s.checkpoint;
+  c.snapshot_every = r.integer<std::uint64_t>("snapshot_every", c.snapshot_every, 1, 1'000'000);
+  c.persist_every = r.integer<std::uint64_t>("persist_every", c.persist_every, 0, 1'000'000);
+  c.keep = r.integer<std::uint32_t>("keep", c.keep, 1, 1000);
+  directory = r.string("directory", "");
+  r.finish();
+}
+
+void read_timeouts(context& ctx, const toml::table& root, spec& s) {
+  using namespace std::chrono_literals;
+  auto r = reader_for(ctx, root, "timeouts");
+  auto& t = s.timeouts;
+  const nanoseconds day = 24h;
+  t.heartbeat = r.duration("heartbeat", t.heartbeat, 1ms, 1min);
+  t.node = r.duration("node", t.node, 2ms, day);
+  t.hang = r.duration("hang", t.hang, 10ms, day);
+  t.rendezvous = r.duration("rendezvous", t.rendezvous, 10ms, day);
+  t.collective = r.duration("collective", t.collective, 1ms, day);
+  r.finish();
+  if (t.node < 2 * t.heartbeat)
+    r.error(r.has("node") ? "node" : "heartbeat",
+            "node (" + duration_to_string(t.node) + ") must be at least twice heartbeat (" +
+                duration_to_string(t.heartbeat) + ") so one late heartbeat is not a lost node");
+  if (t.hang <= t.heartbeat)
+    r.error(r.has("hang") ? "hang" : "heartbeat",
+            "hang (" + duration_to_string(t.hang) + ") must be longer than heartbeat (" +
+                duration_to_string(t.heartbeat) + ")");
+}
+
+void read_recovery(context& ctx, const toml::table& root, spec& s) {
+  using namespace std::chrono_literals;
+  auto r = reader_for(ctx, root, "recovery");
+  auto& v = s.recovery;
+  v.max_restarts_per_rank = r.integer<std::uint32_t>("max_restarts_per_rank", v.max_restarts_per_rank, 0, 1'000'000);
+  v.max_restarts = r.integer<std::uint32_t>("max_restarts", v.max_restarts, 0, 1'000'000);
+  v.backoff = r.duration("backoff", v.backoff, 0ns, 1h);
+  v.backoff_max = r.duration("backoff_max", v.backoff_max, 0ns, 24h);
+  r.finish();
+  if (v.backoff > v.backoff_max)
+    r.error(r.has("backoff") ? "backoff" : "backoff_max",
+            "backoff (" + duration_to_string(v.backoff) + ") must not exceed backoff_max (" +
+                duration_to_string(v.backoff_max) + ")");
+}
+
+void read_security(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "security");
+  auto& sec = s.security;
+  const auto token_file = r.string("token_file", "");
+  const auto readonly_file = r.string("readonly_token_file", "");
+  r.finish();
+  if (!token_file.empty()) {
+    sec.token_file = resolve(ctx, token_file);
+    sec.token = read_token(ctx, r, "token_file", sec.token_file);
+  }
+  if (!readonly_file.empty()) {
+    sec.readonly_token_file = resolve(ctx, readonly_file);
+    if (token_file.empty())
+      r.error("readonly_token_file", "a read-only token needs an admin token: set security.token_file too");
+    sec.readonly_token = read_token(ctx, r, "readonly_token_file", sec.readonly_token_file);
+    if (!sec.readonly_token.empty() && sec.readonly_token == sec.token)
+      r.error("readonly_token_file", "the read-only token equals the admin token; it would grant admin rights");
+  }
+  if (token_file.empty() && ctx.known == nullptr) {
+    const bool all_loopback =
+        std::all_of(s.nodes.begin(), s.nodes.end(), [](const node_spec& n) { return is_loopback(n.host); });
+    if (!all_loopback)
+      ctx.warning(r.where("token_file"), "security.token_file",
+                  "authentication is off: any process that reaches the daemons' ports can control the job");
+  }
+}
+
+void read_transport(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "transport");
+  auto& t = s.transport;
+  t.max_frame_size = r.size("max_frame_size", t.max_frame_size, 4096, 1ull << 30);
+  t.chunk_size = r.size("chunk_size", t.chunk_size, 4096, 256ull << 20);
+  t.net_devices = r.string("net_devices", t.net_devices);
+  t.tls = r.string("tls", t.tls);
+  r.finish();
+}
+
+void read_daemon(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "daemon");
+  auto& d = s.daemon;
+  d.data_dir = resolve(ctx, r.string("data_dir", "rekindle-data"));
+  d.actor_threads = r.integer<std::uint32_t>("actor_threads", d.actor_threads, 1, 256);
+  const auto level = r.string("log", std::string{to_string(d.log)});
+  if (auto l = parse_log_level(level))
+    d.log = *l;
+  else
+    r.error("log", l.error().message());
+  r.finish();
+}
+
+constexpr std::string_view top_tables[] = {"cluster", "nodes", "job", "model", "optimizer", "checkpoint",
+                                           "timeouts", "recovery", "security", "transport", "daemon"};
+
+void check_cluster(context& ctx, const toml::table& root, spec& s) {
+  table_reader r{ctx, sub_table(ctx, root, "cluster"), "cluster", "cluster", file_start(ctx)};
+  if (s.nodes.empty())
+    return;
+  if (s.cluster.supervisor.empty()) {
+    s.cluster.supervisor = s.nodes.front().name;
+  } else if (!s.find_node(s.cluster.supervisor)) {
+    std::vector<std::string> names;
+    std::string listed;
+    for (const auto& n : s.nodes) {
+      if (std::find(names.begin(), names.end(), n.name) != names.end())
+        continue;
+      names.push_back(n.name);
+      listed += (listed.empty() ? "" : ", ") + n.name;
+    }
+    r.error("supervisor", "'" + s.cluster.supervisor + "' is not among the nodes (" + listed + ")" +
+                              did_you_mean(s.cluster.supervisor, names));
+  }
+  if (s.world_size() == 0)
+    ctx.error(file_start(ctx), "nodes", "no ranks: every node is a spare; make at least one node a worker node");
+  const std::uint32_t micro_batches = s.job.global_batch / s.job.micro_batch;
+  if (s.world_size() > 0 && micro_batches < s.world_size()) {
+    table_reader job{ctx, sub_table(ctx, root, "job"), "job", "job", file_start(ctx)};
+    job.error("global_batch", "global_batch " + std::to_string(s.job.global_batch) + " in micro-batches of " +
+                                  std::to_string(s.job.micro_batch) + " gives " + std::to_string(micro_batches) +
+                                  " micro-batches per step, fewer than the " + std::to_string(s.world_size()) +
+                                  " ranks; raise job.global_batch or lower job.micro_batch");
+  }
+}
+
+load_result parse_impl(std::string_view text, context& ctx) {
+  load_result result;
+  toml::table root;
+  try {
+    root = toml::parse(text, ctx.file);
+  } catch (const toml::parse_error& e) {
+    result.errors.push_back(ctx.make(e.source(), "", "syntax error: " + std::string{e.description()}));
+    return result;
+  }
+  spec s;
+  s.source = ctx.file;
+  for (auto&& [k, v] : root) {
+    const std::string name{k.str()};
+    if (std::find(std::begin(top_tables), std::end(top_tables), name) == std::end(top_tables)) {
+      std::vector<std::string> names(std::begin(top_tables), std::end(top_tables));
+      ctx.error(k.source(), name, "unknown table or key" + did_you_mean(name, names));
+    }
+  }
+  read_cluster(ctx, root, s);
+  read_nodes(ctx, root, s);
+  read_job(ctx, root, s);
+  read_model(ctx, root, s);
+  read_optimizer(ctx, root, s);
+  std::string ckpt_dir;
+  read_checkpoint(ctx, root, s, ckpt_dir);
+  read_timeouts(ctx, root, s);
+  read_recovery(ctx, root, s);
+  read_security(ctx, root, s);
+  read_transport(ctx, root, s);
+  read_daemon(ctx, root, s);
+  s.checkpoint.directory = ckpt_dir.empty() ? s.daemon.data_dir / "checkpoints" : resolve(ctx, ckpt_dir);
+  if (ctx.known == nullptr) {
+    check_cluster(ctx, root, s);
+    if (ctx.errors.empty())
+      check_data_file(ctx, root, s);
+  }
+  std::stable_sort(ctx.errors.begin(), ctx.errors.end(), [](const diagnostic& a, const diagnostic& b) {
+    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+  });
+  result.errors = std::move(ctx.errors);
+  result.warnings = std::move(ctx.warnings);
+  if (result.errors.empty())
+    result.value = std::move(s);
+  return result;
+}
+
+// TOML output helpers.
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string toml_float(double v) {
+  auto text = number_text(v);
+  if (text.find_first_of(".eE") == std::string::npos && text.find("inf") == std::string::npos &&
+      text.find("nan") == std::string::npos)
+    text += ".0";
+  return text;
+}
+
+}  // namespace
+
+load_result parse(std::string_view text, std::string source_name, const fs::path& base_dir) {
+  context ctx;
+  ctx.file = std::move(source_name);
+  ctx.base_dir = base_dir.empty() ? fs::current_path() : fs::absolute(base_dir);
+  return parse_impl(text, ctx);
+}
+
+load_result load_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    load_result r;
+    r.errors.push_back(diagnostic{path.string(), 0, 0, "", std::string{"cannot read configuration file: "} + std::strerror(errno)});
+    return r;
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return parse(buf.str(), path.string(), fs::absolute(path).parent_path());
+}
+
+expected<spec> load(const fs::path& path) {
+  auto r = load_file(path);
+  if (!r.ok())
+    return status{errc::invalid_config, r.error_text()};
+  return std::move(*r.value);
+}
+
+std::vector<std::string> known_fields() {
+  std::vector<std::string> known;
+  context ctx;
+  ctx.file = "<known fields>";
+  ctx.base_dir = "/";
+  ctx.known = &known;
+  (void)parse_impl("", ctx);
+  return known;
+}
+
+std::string to_toml(const spec& s) {
+  std::ostringstream o;
+  o << "# effective configuration of " << s.source << "\n\n";
+  o << "[cluster]\n"
+    << "name = " << quote(s.cluster.name) << "\n"
+    << "supervisor = " << quote(s.cluster.supervisor) << "\n"
+    << "ranks_per_node = " << s.cluster.ranks_per_node << "\n";
+  for (const auto& n : s.nodes) {
+    o << "\n[[nodes]]\n"
+      << "name = " << quote(n.name) << "\n"
+      << "host = " << quote(n.host) << "\n"
+      << "port = " << n.port << "\n";
+    if (!n.devices.empty()) {
+      o << "devices = [";
+      for (std::size_t i = 0; i < n.devices.size(); ++i)
+        o << (i ? ", " : "") << quote(n.devices[i].to_string());
+      o << "]\n";
+    }
+    o << "spare = " << (n.spare ? "true" : "false") << "\n"
+      << "speed = " << toml_float(n.speed) << "\n";
+  }
+  o << "\n[job]\n"
+    << "name = " << quote(s.job.name) << "\n"
+    << "steps = " << s.job.steps << "\n"
+    << "global_batch = " << s.job.global_batch << "\n"
+    << "micro_batch = " << s.job.micro_batch << "\n"
+    << "seed = " << s.job.seed << "\n"
+    << "data = " << quote(s.job.data_file ? s.job.data_file->string() : s.job.data) << "\n";
+  o << "\n[model]\n"
+    << "layers = " << s.model.layers << "\n"
+    << "heads = " << s.model.heads << "\n"
+    << "width = " << s.model.width << "\n"
+    << "seq_len = " << s.model.seq_len << "\n";
+  const auto& op = s.optimizer;
+  o << "\n[optimizer]\n"
+    << "learning_rate = " << toml_float(op.learning_rate) << "\n"
+    << "min_learning_rate = " << toml_float(op.min_learning_rate) << "\n"
+    << "warmup_steps = " << op.warmup_steps << "\n"
+    << "weight_decay = " << toml_float(op.weight_decay) << "\n"
+    << "beta1 = " << toml_float(op.beta1) << "\n"
+    << "beta2 = " << toml_float(op.beta2) << "\n"
+    << "epsilon = " << toml_float(op.epsilon) << "\n"
+    << "grad_clip = " << toml_float(op.grad_clip) << "\n";
+  o << "\n[checkpoint]\n"
+    << "snapshot_every = " << s.checkpoint.snapshot_every << "\n"
+    << "persist_every = " << s.checkpoint.persist_every << "\n"
+    << "keep = " << s.checkpoint.keep << "\n"
+    << "directory = " << quote(s.checkpoint.directory.string()) << "\n";
+  const auto& t = s.timeouts;
+  o << "\n[timeouts]\n"
+    << "heartbeat = " << quote(duration_to_string(t.heartbeat)) << "\n"
+    << "node = " << quote(duration_to_string(t.node)) << "\n"
+    << "hang = " << quote(duration_to_string(t.hang)) << "\n"
+    << "rendezvous = " << quote(duration_to_string(t.rendezvous)) << "\n"
+    << "collective = " << quote(duration_to_string(t.collective)) << "\n";
+  const auto& rc = s.recovery;
+  o << "\n[recovery]\n"
+    << "max_restarts_per_rank = " << rc.max_restarts_per_rank << "\n"
+    << "max_restarts = " << rc.max_restarts << "\n"
+    << "backoff = " << quote(duration_to_string(rc.backoff)) << "\n"
+    << "backoff_max = " << quote(duration_to_string(rc.backoff_max)) << "\n";
+  o << "\n[security]\n"
+    << "token_file = " << quote(s.security.token_file.string()) << "\n"
+    << "readonly_token_file = " << quote(s.security.readonly_token_file.string()) << "\n";
+  o << "\n[transport]\n"
+    << "max_frame_size = " << quote(size_to_string(s.transport.max_frame_size)) << "\n"
+    << "chunk_size = " << quote(size_to_string(s.transport.chunk_size)) << "\n"
+    << "net_devices = " << quote(s.transport.net_devices) << "\n"
+    << "tls = " << quote(s.transport.tls) << "\n";
+  o << "\n[daemon]\n"
+    << "data_dir = " << quote(s.daemon.data_dir.string()) << "\n"
+    << "actor_threads = " << s.daemon.actor_threads << "\n"
+    << "log = " << quote(to_string(s.daemon.log)) << "\n";
+  return o.str();
+}
+
+}  // namespace rekindle::config

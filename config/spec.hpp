@@ -1,0 +1,230 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.hpp"
+#include "common/logging.hpp"
+
+namespace rekindle::config {
+
+using std::chrono::nanoseconds;
+
+/// Where a rank computes. `cpu` always works; `cuda` needs a GPU at run time.
+struct device_spec {
+  enum class kind { auto_select, cpu, cuda };
+  kind type = kind::auto_select;
+  /// CUDA device ordinal; -1 = the node-local rank index.
+  int index = -1;
+  /// "auto", "cpu", "cuda" or "cuda:N".
+  [[nodiscard]] std::string to_string() const;
+
+  bool operator==(const device_spec&) const = default;
+};
+
+/// One machine that runs a `rekindled` daemon.
+struct node_spec {
+  /// Unique name, e.g. "n0". Required.
+  std::string name;
+  /// Address the daemon listens on and peers connect to. Default: "127.0.0.1".
+  std::string host = "127.0.0.1";
+  /// Listening port. Default: 0 (any free port; the daemon prints the one it got).
+  std::uint16_t port = 0;
+  /// Devices of the ranks on this node, one rank each. Default: `cluster.ranks_per_node` ranks on
+  /// "auto" devices (the GPU of the local rank index when there is one, else the CPU).
+  std::vector<device_spec> devices;
+  /// A spare runs no ranks until a failure moves ranks onto it. Default: false.
+  bool spare = false;
+  /// Relative speed of this node's ranks for data-parallel shares (1 = nominal). Default: 1.
+  double speed = 1.0;
+
+  bool operator==(const node_spec&) const = default;
+};
+
+struct cluster_spec {
+  /// Name shown by the shell and in events. Default: "rekindle".
+  std::string name = "rekindle";
+  /// The node whose daemon hosts the supervisor. Default: the first node.
+  std::string supervisor;
+  /// Ranks on a node that lists no devices. Default: 1.
+  std::uint32_t ranks_per_node = 1;
+
+  bool operator==(const cluster_spec&) const = default;
+};
+
+struct job_spec {
+  /// Job name. Default: "train".
+  std::string name = "train";
+  /// Optimizer steps to train. Default: 300.
+  std::uint64_t steps = 300;
+  /// Sequences per optimizer step, summed over all ranks; kept when the world changes. Default: 16.
+  std::uint32_t global_batch = 16;
+  /// Sequences per micro-batch; must divide global_batch. Default: 4.
+  std::uint32_t micro_batch = 4;
+  /// Seed of parameter initialisation and the data sampler. Default: 1.
+  std::uint64_t seed = 1;
+  /// "synthetic" (the built-in corpus) or a text file. Default: "synthetic".
+  std::string data = "synthetic";
+  /// Absolute path of the text file when `data` is not "synthetic".
+  std::optional<std::filesystem::path> data_file;
+
+  bool operator==(const job_spec&) const = default;
+};
+
+struct model_spec {
+  /// Transformer blocks. Default: 4.
+  std::uint32_t layers = 4;
+  /// Attention heads per block; must divide width. Default: 4.
+  std::uint32_t heads = 4;
+  /// Embedding width. Default: 128.
+  std::uint32_t width = 128;
+  /// Tokens per sequence (context length). Default: 64.
+  std::uint32_t seq_len = 64;
+
+  bool operator==(const model_spec&) const = default;
+};
+
+struct optimizer_spec {
+  /// Peak learning rate (AdamW). Default: 0.003.
+  double learning_rate = 3e-3;
+  /// Learning rate at the end of the cosine decay. Default: 0.0003.
+  double min_learning_rate = 3e-4;
+  /// Steps of linear warm-up. Default: 20.
+  std::uint64_t warmup_steps = 20;
+  /// Decoupled weight decay. Default: 0.1.
+  double weight_decay = 0.1;
+  /// Default: 0.9.
+  double beta1 = 0.9;
+  /// Default: 0.95.
+  double beta2 = 0.95;
+  /// Default: 1e-8.
+  double epsilon = 1e-8;
+  /// Clip gradients to this global L2 norm; 0 disables clipping. Default: 1.0.
+  double grad_clip = 1.0;
+
+  bool operator==(const optimizer_spec&) const = default;
+};
+
+struct checkpoint_spec {
+  /// Steps between in-memory snapshots. Default: 5.
+  std::uint64_t snapshot_every = 5;
+  /// Snapshots between persisted checkpoints; 0 never persists. Default: 10.
+  std::uint64_t persist_every = 10;
+  /// Committed checkpoints kept on disk. Default: 3.
+  std::uint32_t keep = 3;
+  /// Checkpoint directory. Default: "<daemon.data_dir>/checkpoints".
+  std::filesystem::path directory;
+
+  bool operator==(const checkpoint_spec&) const = default;
+};
+
+struct timeouts_spec {
+  /// Interval of agent heartbeats and transport keep-alives. Default: 100ms.
+  nanoseconds heartbeat = std::chrono::milliseconds{100};
+  /// A node is lost after this long without heartbeats. Default: 1s.
+  nanoseconds node = std::chrono::seconds{1};
+  /// A rank without progress for this long is hung. Default: 10s.
+  nanoseconds hang = std::chrono::seconds{10};
+  /// Longest wait for all ranks to register in a new epoch. Default: 30s.
+  nanoseconds rendezvous = std::chrono::seconds{30};
+  /// Deadline of one collective call. Default: 10s.
+  nanoseconds collective = std::chrono::seconds{10};
+
+  bool operator==(const timeouts_spec&) const = default;
+};
+
+struct recovery_spec {
+  /// Restarts of one rank before the job stops. Default: 5.
+  std::uint32_t max_restarts_per_rank = 5;
+  /// Restarts of all ranks together before the job stops. Default: 50.
+  std::uint32_t max_restarts = 50;
+  /// Delay before restarting a rank that failed before; doubles each time. Default: 100ms.
+  nanoseconds backoff = std::chrono::milliseconds{100};
+  /// Longest restart delay. Default: 5s.
+  nanoseconds backoff_max = std::chrono::seconds{5};
+
+  bool operator==(const recovery_spec&) const = default;
+};
+
+struct security_spec {
+  /// File holding the cluster (admin) token; empty disables authentication. Default: "".
+  std::filesystem::path token_file;
+  /// File holding a read-only token for the admin shell. Default: "" (none).
+  std::filesystem::path readonly_token_file;
+  /// Contents of token_file (never printed).
+  std::string token;
+  /// Contents of readonly_token_file (never printed).
+  std::string readonly_token;
+
+  bool operator==(const security_spec&) const = default;
+};
+
+struct transport_spec {
+  /// Frames larger than this are dropped. Default: 16MiB.
+  std::uint64_t max_frame_size = 16ull << 20;
+  /// Chunk size of the pipelined ring collectives. Default: 1MiB.
+  std::uint64_t chunk_size = 1ull << 20;
+  /// UCX_NET_DEVICES for the daemons and workers; empty keeps UCX's choice. Default: "".
+  std::string net_devices;
+  /// UCX_TLS; empty keeps UCX's choice. Default: "".
+  std::string tls;
+
+  bool operator==(const transport_spec&) const = default;
+};
+
+struct daemon_spec {
+  /// Root of daemon state: RocksDB, logs, checkpoints. Default: "rekindle-data" beside the config file.
+  std::filesystem::path data_dir;
+  /// Threads of the actor scheduler (CAF scheduler.max-threads). Default: 2.
+  std::uint32_t actor_threads = 2;
+  /// Log level: trace, debug, info, warn, error, off. Default: info.
+  log_level log = log_level::info;
+
+  bool operator==(const daemon_spec&) const = default;
+};
+
+/// Where one rank runs in the initial placement.
+struct rank_placement {
+  rank_id rank;
+  node_id node;
+  std::uint32_t local_index = 0;
+  device_spec device;
+
+  bool operator==(const rank_placement&) const = default;
+};
+
+/// A validated description of a cluster and the job it runs. Paths are absolute.
+struct spec {
+  /// The file it was read from, or a name such as "<embedded local.toml>".
+  std::string source;
+  cluster_spec cluster;
+  std::vector<node_spec> nodes;
+  job_spec job;
+  model_spec model;
+  optimizer_spec optimizer;
+  checkpoint_spec checkpoint;
+  timeouts_spec timeouts;
+  recovery_spec recovery;
+  security_spec security;
+  transport_spec transport;
+  daemon_spec daemon;
+
+  /// Index of the node named `name`.
+  [[nodiscard]] std::optional<node_id> find_node(std::string_view name) const;
+  /// The node hosting the supervisor.
+  [[nodiscard]] node_id supervisor_node() const;
+  /// Ranks on node `n` (0 for a spare).
+  [[nodiscard]] std::uint32_t ranks_on(node_id n) const;
+  /// Ranks of the initial world: all ranks of the non-spare nodes.
+  [[nodiscard]] std::uint32_t world_size() const;
+  /// Rank r on node of the initial placement: node order, then local index.
+  [[nodiscard]] std::vector<rank_placement> initial_placement() const;
+
+  bool operator==(const spec&) const = default;
+};
+
+}  // namespace rekindle::config

@@ -1,0 +1,52 @@
+#include <gtest/gtest.h>
+
+#include <type_traits>
+#include <unordered_set>
+
+#include "common/clock.hpp"
+#include "common/ids.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+
+static_assert(!std::is_convertible_v<rank_id, node_id>, "ids of different kinds must not mix");
+static_assert(!std::is_convertible_v<std::uint64_t, epoch_t>, "an id is never built implicitly");
+static_assert(!std::is_convertible_v<step_t, epoch_t>);
+static_assert(!std::is_convertible_v<rank_id, std::uint32_t>);
+
+TEST(ids, compare_hash_and_advance) {
+  epoch_t e{4};
+  EXPECT_EQ(e.next(), epoch_t{5});
+  EXPECT_LT(e, e.next());
+  std::unordered_set<rank_id> ranks{rank_id{1}, rank_id{2}, rank_id{1}};
+  EXPECT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(step_t{}.value(), 0u);
+}
+
+TEST(clock, fake_clock_moves_only_when_told) {
+  fake_clock c{5s};
+  const auto t0 = c.now();
+  const auto w0 = c.wall_now();
+  EXPECT_EQ(c.now(), t0);
+  c.advance(250ms);
+  EXPECT_EQ(c.now() - t0, 250ms);
+  EXPECT_EQ(c.wall_now() - w0, 250ms);
+}
+
+TEST(clock, real_clock_is_monotonic) {
+  real_clock c;
+  const auto a = c.now();
+  const auto b = c.now();
+  EXPECT_LE(a, b);
+  EXPECT_GT(c.wall_now().time_since_epoch(), std::chrono::hours{24 * 365 * 50});
+}
+
+TEST(clock_death, fake_clock_never_goes_back) {
+  fake_clock c;
+  EXPECT_DEATH(c.advance(-1ms), "never goes back");
+}
+
+}  // namespace
+}  // namespace rekindle

@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include "common/logging.hpp"
+#include "common/text.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(text, edit_distance_counts_swaps_once) {
+  EXPECT_EQ(edit_distance("steps", "steps"), 0u);
+  EXPECT_EQ(edit_distance("stpes", "steps"), 1u);
+  EXPECT_EQ(edit_distance("stepz", "steps"), 1u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);
+}
+
+TEST(text, did_you_mean_suggests_close_names_only) {
+  const std::vector<std::string> names{"status", "step", "ranks", "nodes"};
+  EXPECT_EQ(did_you_mean("stauts", names), " (did you mean 'status'?)");
+  EXPECT_EQ(did_you_mean("rank", names), " (did you mean 'ranks'?)");
+  EXPECT_EQ(did_you_mean("frobnicate", names), "");
+}
+
+TEST(text, durations_parse_and_print_back) {
+  EXPECT_EQ(*parse_duration("250ms"), 250ms);
+  EXPECT_EQ(*parse_duration("1.5s"), 1500ms);
+  EXPECT_EQ(*parse_duration("3m"), 180s);
+  EXPECT_EQ(*parse_duration("10us"), 10us);
+  EXPECT_EQ(*parse_duration(" 2h "), 2h);
+  for (auto d : {std::chrono::nanoseconds{200ms}, std::chrono::nanoseconds{2s}, std::chrono::nanoseconds{1500ms},
+                 std::chrono::nanoseconds{7}, std::chrono::nanoseconds{90min}})
+    EXPECT_EQ(*parse_duration(duration_to_string(d)), d) << duration_to_string(d);
+  EXPECT_EQ(duration_to_string(1500ms), "1500ms");
+}
+
+TEST(text, bad_durations_say_what_is_expected) {
+  for (auto bad : {"", "ms", "5", "5 parsecs", "1..2s", "-3s"}) {
+    auto d = parse_duration(bad);
+    ASSERT_FALSE(d) << bad;
+    EXPECT_EQ(d.error().code(), errc::parse_error);
+    EXPECT_NE(d.error().message().find("e.g. '500ms'"), std::string::npos);
+  }
+}
+
+TEST(text, sizes_parse_and_print_back) {
+  EXPECT_EQ(*parse_size("4096"), 4096u);
+  EXPECT_EQ(*parse_size("64KiB"), 65536u);
+  EXPECT_EQ(*parse_size("16MiB"), 16u << 20);
+  EXPECT_EQ(*parse_size("10MB"), 10'000'000u);
+  EXPECT_EQ(size_to_string(16u << 20), "16MiB");
+  EXPECT_EQ(size_to_string(1000), "1000");
+  EXPECT_FALSE(parse_size("12 apples"));
+  EXPECT_FALSE(parse_size("0.5"));
+}
+
+TEST(text, human_formats) {
+  EXPECT_EQ(format_duration(41ms), "41 ms");
+  EXPECT_EQ(format_duration(1020ms), "1.02 s");
+  EXPECT_EQ(format_duration(2500us), "2.5 ms");
+  EXPECT_EQ(format_bytes(96.0 * 1024 * 1024), "96.0 MiB");
+  EXPECT_EQ(format_bytes(512), "512 B");
+}
+
+TEST(text, split_and_trim) {
+  auto parts = split("a,,b", ',');
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[1], "");
+  EXPECT_EQ(trim("  x y \n"), "x y");
+}
+
+TEST(logging, levels_parse_by_name) {
+  EXPECT_EQ(*parse_log_level("debug"), log_level::debug);
+  EXPECT_EQ(to_string(log_level::warn), "warn");
+  auto bad = parse_log_level("loud");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("'loud'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rekindle

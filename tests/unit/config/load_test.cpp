@@ -1,0 +1,304 @@
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config/embedded.hpp"
+#include "config/load.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace rekindle::config {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::temp_dir;
+
+const char* const two_nodes = R"(
+[[nodes]]
+name = "n0"
+
+[[nodes]]
+name = "n1"
+)";
+
+load_result parse_in(const temp_dir& dir, const std::string& text) {
+  return parse(text, "test.toml", dir.path());
+}
+
+// Expects exactly one error and returns it.
+diagnostic only_error(const load_result& r) {
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.size(), 1u) << r.error_text();
+  return r.errors.empty() ? diagnostic{} : r.errors.front();
+}
+
+TEST(config, minimal_file_gets_documented_defaults) {
+  temp_dir dir;
+  auto r = parse_in(dir, "[[nodes]]\nname = \"solo\"\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const spec& s = *r.value;
+  EXPECT_EQ(s.cluster.supervisor, "solo");
+  EXPECT_EQ(s.cluster.ranks_per_node, 1u);
+  EXPECT_EQ(s.nodes[0].host, "127.0.0.1");
+  EXPECT_EQ(s.nodes[0].port, 0);
+  EXPECT_EQ(s.job.steps, 300u);
+  EXPECT_EQ(s.job.global_batch, 16u);
+  EXPECT_EQ(s.job.micro_batch, 4u);
+  EXPECT_EQ(s.model.width, 128u);
+  EXPECT_EQ(s.checkpoint.snapshot_every, 5u);
+  EXPECT_EQ(s.timeouts.heartbeat, 100ms);
+  EXPECT_EQ(s.timeouts.node, 1s);
+  EXPECT_EQ(s.transport.max_frame_size, 16u << 20);
+  EXPECT_EQ(s.daemon.data_dir, dir.path() / "rekindle-data");
+  EXPECT_EQ(s.checkpoint.directory, dir.path() / "rekindle-data" / "checkpoints");
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(config, unknown_key_names_place_and_suggests) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nstepz = 5\n"));
+  EXPECT_EQ(e.file, "test.toml");
+  EXPECT_EQ(e.line, 9u);
+  EXPECT_EQ(e.column, 1u);
+  EXPECT_EQ(e.field, "job.stepz");
+  EXPECT_EQ(e.to_string(), "test.toml:9:1: job.stepz: unknown key (did you mean 'steps'?)");
+}
+
+TEST(config, unknown_table_suggests) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeout]\nnode = \"2s\"\n"));
+  EXPECT_EQ(e.line, 8u);
+  EXPECT_EQ(e.field, "timeout");
+  EXPECT_NE(e.message.find("did you mean 'timeouts'?"), std::string::npos) << e.message;
+}
+
+TEST(config, wrong_type_names_both_types) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nsteps = \"many\"\n"));
+  EXPECT_EQ(e.line, 9u);
+  EXPECT_EQ(e.column, 9u);
+  EXPECT_EQ(e.field, "job.steps");
+  EXPECT_EQ(e.message, "expected an integer, got a string");
+}
+
+TEST(config, out_of_range_names_bounds) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[model]\nlayers = 0\n"));
+  EXPECT_EQ(e.line, 9u);
+  EXPECT_EQ(e.field, "model.layers");
+  EXPECT_EQ(e.message, "must be between 1 and 256, got 0");
+}
+
+TEST(config, duplicate_node_points_at_both) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, "[[nodes]]\nname = \"n0\"\n\n[[nodes]]\nname = \"n0\"\n"));
+  EXPECT_EQ(e.line, 5u);
+  EXPECT_EQ(e.column, 8u);
+  EXPECT_EQ(e.field, "nodes[1].name");
+  EXPECT_EQ(e.message, "duplicate node 'n0' (first defined at line 2)");
+}
+
+TEST(config, duplicate_endpoint_is_an_error) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, "[[nodes]]\nname = \"a\"\nport = 7000\n[[nodes]]\nname = \"b\"\nport = 7000\n"));
+  EXPECT_EQ(e.field, "nodes[1].port");
+  EXPECT_NE(e.message.find("127.0.0.1:7000"), std::string::npos);
+}
+
+TEST(config, supervisor_must_be_a_node) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{"[cluster]\nsupervisor = \"n2\"\n"} + two_nodes));
+  EXPECT_EQ(e.line, 2u);
+  EXPECT_EQ(e.column, 14u);
+  EXPECT_EQ(e.field, "cluster.supervisor");
+  EXPECT_EQ(e.message, "'n2' is not among the nodes (n0, n1) (did you mean 'n0'?)");
+}
+
+TEST(config, unreadable_token_file) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[security]\ntoken_file = \"missing.token\"\n"));
+  EXPECT_EQ(e.line, 9u);
+  EXPECT_EQ(e.column, 14u);
+  EXPECT_EQ(e.field, "security.token_file");
+  EXPECT_EQ(e.message, "cannot read token file '" + (dir.path() / "missing.token").string() +
+                           "': No such file or directory");
+}
+
+TEST(config, empty_and_short_tokens) {
+  temp_dir dir;
+  dir.write("empty.token", "\n");
+  dir.write("short.token", "abc\n");
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[security]\ntoken_file = \"empty.token\"\n"));
+  EXPECT_NE(e.message.find("is empty"), std::string::npos);
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[security]\ntoken_file = \"short.token\"\n"));
+  EXPECT_NE(e.message.find("is 3 bytes; use at least 16"), std::string::npos);
+}
+
+TEST(config, tokens_are_read_and_readonly_must_differ) {
+  temp_dir dir;
+  dir.write("admin.token", "0123456789abcdef0123\n");
+  dir.write("ro.token", "0123456789abcdef0123\n");
+  auto r = parse_in(dir, std::string{two_nodes} + "\n[security]\ntoken_file = \"admin.token\"\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.value->security.token, "0123456789abcdef0123");
+  auto e = only_error(parse_in(
+      dir, std::string{two_nodes} + "\n[security]\ntoken_file = \"admin.token\"\nreadonly_token_file = \"ro.token\"\n"));
+  EXPECT_EQ(e.field, "security.readonly_token_file");
+  EXPECT_NE(e.message.find("equals the admin token"), std::string::npos);
+}
+
+TEST(config, remote_hosts_without_token_warn) {
+  temp_dir dir;
+  auto r = parse_in(dir, "[[nodes]]\nname = \"a\"\nhost = \"10.1.2.3\"\n");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].message.find("authentication is off"), std::string::npos);
+}
+
+TEST(config, syntax_error_has_position) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, "[[nodes]]\nname = \"n0\nport = 1\n"));
+  EXPECT_EQ(e.line, 2u);
+  EXPECT_EQ(e.field, "");
+  EXPECT_NE(e.message.find("syntax error"), std::string::npos);
+}
+
+TEST(config, cross_field_rules) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[model]\nwidth = 130\nheads = 4\n"));
+  EXPECT_EQ(e.field, "model.heads");
+  EXPECT_EQ(e.message, "width (130) must be a multiple of heads (4)");
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nglobal_batch = 10\nmicro_batch = 4\n"));
+  EXPECT_EQ(e.field, "job.micro_batch");
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeouts]\nheartbeat = \"1s\"\nnode = \"1500ms\"\n"));
+  EXPECT_EQ(e.field, "timeouts.node");
+  EXPECT_NE(e.message.find("at least twice heartbeat (1s)"), std::string::npos);
+  e = only_error(parse_in(dir, "[cluster]\nranks_per_node = 8\n" + std::string{two_nodes} + "\n[job]\nglobal_batch = 8\nmicro_batch = 1\n"));
+  EXPECT_EQ(e.field, "job.global_batch");
+  EXPECT_NE(e.message.find("fewer than the 16 ranks"), std::string::npos);
+}
+
+TEST(config, bad_duration_and_size_strings) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeouts]\nhang = \"10 minutes\"\n"));
+  EXPECT_EQ(e.field, "timeouts.hang");
+  EXPECT_NE(e.message.find("is not a duration"), std::string::npos);
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[transport]\nmax_frame_size = \"1KiB\"\n"));
+  EXPECT_EQ(e.field, "transport.max_frame_size");
+  EXPECT_EQ(e.message, "must be between 4KiB and 1GiB, got 1KiB");
+}
+
+TEST(config, devices_are_checked_per_entry) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, "[[nodes]]\nname = \"g\"\ndevices = [\"cuda:0\", \"tpu\"]\n"));
+  EXPECT_EQ(e.line, 3u);
+  EXPECT_EQ(e.column, 22u);
+  EXPECT_EQ(e.field, "nodes[0].devices[1]");
+  auto r = parse_in(dir, "[[nodes]]\nname = \"g\"\ndevices = [\"cuda:0\", \"cuda:1\", \"cpu\"]\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.value->world_size(), 3u);
+  EXPECT_EQ(r.value->nodes[0].devices[1].to_string(), "cuda:1");
+}
+
+TEST(config, data_file_missing_empty_or_short) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\ndata = \"corpus.txt\"\n"));
+  EXPECT_EQ(e.field, "job.data");
+  EXPECT_NE(e.message.find("does not exist"), std::string::npos);
+  dir.write("corpus.txt", "");
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\ndata = \"corpus.txt\"\n"));
+  EXPECT_NE(e.message.find("is empty"), std::string::npos);
+  dir.write("corpus.txt", "too short");
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\ndata = \"corpus.txt\"\n"));
+  EXPECT_NE(e.message.find("holds 9 bytes"), std::string::npos);
+  dir.write("corpus.txt", std::string(100, 'x'));
+  auto r = parse_in(dir, std::string{two_nodes} + "\n[job]\ndata = \"corpus.txt\"\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(*r.value->job.data_file, dir.path() / "corpus.txt");
+}
+
+TEST(config, every_error_is_reported_in_file_order) {
+  temp_dir dir;
+  auto r = parse_in(dir, "[job]\nsteps = 0\nseed = \"x\"\n[[nodes]]\nname = \"n0\"\nprot = 5\n");
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.errors.size(), 3u) << r.error_text();
+  EXPECT_EQ(r.errors[0].field, "job.steps");
+  EXPECT_EQ(r.errors[1].field, "job.seed");
+  EXPECT_EQ(r.errors[2].field, "nodes[0].prot");
+  EXPECT_NE(r.errors[2].message.find("did you mean 'port'?"), std::string::npos);
+}
+
+TEST(config, missing_nodes_and_wrong_table_types) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, "[job]\nsteps = 10\n"));
+  EXPECT_EQ(e.field, "nodes");
+  auto r = parse_in(dir, std::string{"job = 5\n"} + two_nodes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors[0].field, "job");
+  EXPECT_EQ(r.errors[0].message, "expected a table ([job]), got an integer");
+}
+
+TEST(config, effective_config_round_trips) {
+  temp_dir dir;
+  dir.write("admin.token", "0123456789abcdef0123\n");
+  auto r = parse_in(dir, "[cluster]\nranks_per_node = 2\n[[nodes]]\nname = \"a\"\nport = 7001\n"
+                         "[[nodes]]\nname = \"b\"\ndevices = [\"cpu\", \"cuda:1\"]\nspeed = 0.5\n"
+                         "[[nodes]]\nname = \"s\"\nspare = true\n"
+                         "[optimizer]\nlearning_rate = 1e-3\n[timeouts]\nhang = \"90s\"\n"
+                         "[security]\ntoken_file = \"admin.token\"\n[transport]\nchunk_size = 65536\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const auto text = to_toml(*r.value);
+  EXPECT_EQ(text.find("0123456789abcdef"), std::string::npos) << "token contents must never be printed";
+  auto again = parse(text, "effective.toml", "/");
+  ASSERT_TRUE(again.ok()) << again.error_text() << "\n" << text;
+  spec a = *r.value;
+  spec b = *again.value;
+  b.source = a.source;
+  EXPECT_EQ(a, b) << text;
+  EXPECT_EQ(a.world_size(), 4u);
+  auto placement = a.initial_placement();
+  ASSERT_EQ(placement.size(), 4u);
+  EXPECT_EQ(placement[3].node, node_id{1});
+  EXPECT_EQ(placement[3].local_index, 1u);
+  EXPECT_EQ(placement[3].device.to_string(), "cuda:1");
+}
+
+TEST(config, examples_validate) {
+  auto local = load_file(testing::source_dir() / "config/examples/local.toml");
+  ASSERT_TRUE(local.ok()) << local.error_text();
+  EXPECT_EQ(local.value->world_size(), 4u);
+  EXPECT_EQ(local.value->nodes.size(), 2u);
+
+  // two-node.toml reads its token from beside itself; give it one in a scratch copy.
+  temp_dir dir;
+  auto copy = dir.write("two-node.toml", testing::read_file(testing::source_dir() / "config/examples/two-node.toml"));
+  dir.write("cluster.token", "an-example-cluster-token-of-32-bytes\n");
+  auto two = load_file(copy);
+  ASSERT_TRUE(two.ok()) << two.error_text();
+  EXPECT_EQ(two.value->world_size(), 16u);
+  EXPECT_TRUE(two.value->nodes[2].spare);
+}
+
+TEST(config, embedded_default_is_the_local_example) {
+  EXPECT_EQ(embedded_default_text(), testing::read_file(testing::source_dir() / "config/examples/local.toml"));
+  auto r = parse(embedded_default_text(), std::string{embedded_default_name}, {});
+  ASSERT_TRUE(r.ok()) << r.error_text();
+}
+
+TEST(config, every_field_is_documented) {
+  const auto doc = testing::read_file(testing::source_dir() / "docs/CONFIG.md");
+  const auto fields = known_fields();
+  EXPECT_GT(fields.size(), 40u);
+  for (const auto& f : fields) {
+    const auto dot = f.find('.');
+    const auto table = f.substr(0, dot);
+    const auto key = f.substr(dot + 1);
+    const auto heading = doc.find(table == "nodes" ? "## [[nodes]]" : "## [" + table + "]");
+    ASSERT_NE(heading, std::string::npos) << "docs/CONFIG.md has no section for " << table;
+    const auto next = doc.find("\n## ", heading + 1);
+    const auto section = doc.substr(heading, next - heading);
+    EXPECT_NE(section.find("| `" + key + "` |"), std::string::npos) << "docs/CONFIG.md does not document " << f;
+  }
+}
+
+}  // namespace
+}  // namespace rekindle::config
