@@ -1,0 +1,72 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "common/status.hpp"
+
+namespace rekindle::transport {
+
+/// Element types the collectives reduce.
+enum class dtype : std::uint8_t {
+  f32,   ///< IEEE float32
+  bf16,  ///< bfloat16 stored as uint16; reduced in float32 and rounded to nearest even per step
+};
+
+/// Bytes per element of `t`.
+constexpr std::size_t size_of(dtype t) noexcept { return t == dtype::f32 ? 4 : 2; }
+std::string_view to_string(dtype t) noexcept;
+
+enum class reduce_op : std::uint8_t {
+  sum,
+  average,  ///< the sum scaled by 1/size once, after the reduction
+  max,
+};
+std::string_view to_string(reduce_op op) noexcept;
+
+/// Collective operations among the ranks of one epoch.
+///
+/// Buffers live where the implementation computes: host memory for the UCX ring, device memory
+/// for NCCL. Every call has a deadline (the communicator's `timeout`); when a peer dies, stops, or
+/// `abort()` is called, every call returns an error (`errc::timeout`, `errc::peer_failed` or
+/// `errc::aborted`) instead of hanging. After any error the communicator is broken: every later
+/// call fails at once, and recovery builds a new communicator for the next epoch.
+///
+/// Reductions use a fixed order that depends only on the world size, so a rerun with the same
+/// inputs is bitwise identical.
+///
+/// Thread-safety: collective calls are made from one thread at a time, in the same order on every
+/// rank. `abort()`, `aborted()`, `rank()` and `size()` may be called from any thread.
+class communicator {
+ public:
+  virtual ~communicator() = default;
+
+  [[nodiscard]] virtual int rank() const noexcept = 0;
+  [[nodiscard]] virtual int size() const noexcept = 0;
+
+  /// Reduces `count` elements of `data` over all ranks, in place.
+  virtual status allreduce(void* data, std::size_t count, dtype type, reduce_op op) = 0;
+
+  /// Reduces `send` (size() * `recv_count` elements) over all ranks; rank r receives the reduced
+  /// elements [r * recv_count, (r + 1) * recv_count) in `recv`. `send` and `recv` must not overlap.
+  virtual status reduce_scatter(const void* send, void* recv, std::size_t recv_count, dtype type,
+                                reduce_op op) = 0;
+
+  /// Gathers `send_count` elements from every rank into `recv` (size() * send_count elements,
+  /// rank r's at offset r * send_count). `send` may alias rank()'s block of `recv`.
+  virtual status allgather(const void* send, void* recv, std::size_t send_count, dtype type) = 0;
+
+  /// Copies `count` elements of `data` on rank `root` to `data` on every rank.
+  virtual status broadcast(void* data, std::size_t count, dtype type, int root) = 0;
+
+  /// Returns when every rank has entered the barrier.
+  virtual status barrier() = 0;
+
+  /// Makes every pending and later call on this rank return errc::aborted promptly. Idempotent.
+  virtual void abort() noexcept = 0;
+  [[nodiscard]] virtual bool aborted() const noexcept = 0;
+};
+
+}  // namespace rekindle::transport
