@@ -17,14 +17,16 @@ enum class dtype : std::uint8_t {
 
 /// Bytes per element of `t`.
 constexpr std::size_t size_of(dtype t) noexcept { return t == dtype::f32 ? 4 : 2; }
-std::string_view to_string(dtype t) noexcept;
+constexpr std::string_view to_string(dtype t) noexcept { return t == dtype::f32 ? "f32" : "bf16"; }
 
 enum class reduce_op : std::uint8_t {
   sum,
   average,  ///< the sum scaled by 1/size once, after the reduction
   max,
 };
-std::string_view to_string(reduce_op op) noexcept;
+constexpr std::string_view to_string(reduce_op op) noexcept {
+  return op == reduce_op::sum ? "sum" : op == reduce_op::average ? "average" : "max";
+}
 
 /// Collective operations among the ranks of one epoch.
 ///
