@@ -14,9 +14,13 @@ namespace rekindle::detail {
 
 template <class... Ts>
 std::string check_message(const Ts&... xs) {
-  std::ostringstream os;
-  (os << ... << xs);
-  return os.str();
+  if constexpr (sizeof...(Ts) == 0) {
+    return {};
+  } else {
+    std::ostringstream os;
+    (os << ... << xs);
+    return os.str();
+  }
 }
 
 }  // namespace rekindle::detail

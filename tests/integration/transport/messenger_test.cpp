@@ -1,0 +1,226 @@
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <numeric>
+
+#include "transport/messenger.hpp"
+
+namespace rekindle::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Collects what a messenger's handlers see.
+struct recorder {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<frame> frames;
+  std::vector<peer_info> up;
+  std::vector<std::pair<peer_info, status>> down;
+
+  messenger_handlers handlers() {
+    return {
+        .on_peer_up = [this](const peer_info& p) { add([&] { up.push_back(p); }); },
+        .on_peer_down = [this](const peer_info& p, const status& s) { add([&] { down.emplace_back(p, s); }); },
+        .on_frame = [this](const peer_info&, frame&& f) { add([&] { frames.push_back(std::move(f)); }); },
+    };
+  }
+  template <class F>
+  void add(F f) {
+    std::lock_guard lock{mutex};
+    f();
+    cv.notify_all();
+  }
+  template <class Pred>
+  bool wait(Pred pred, std::chrono::milliseconds timeout = 20s) {
+    std::unique_lock lock{mutex};
+    return cv.wait_for(lock, timeout, pred);
+  }
+};
+
+messenger_options server_options(std::string token = "cluster-token-0123456789") {
+  messenger_options o;
+  o.name = "server";
+  o.node = 1;
+  o.listen_host = "127.0.0.1";
+  o.token = std::move(token);
+  o.net_devices = "lo";
+  return o;
+}
+
+messenger_options client_options(std::string token = "cluster-token-0123456789") {
+  messenger_options o;
+  o.name = "client";
+  o.node = 2;
+  o.token = std::move(token);
+  o.net_devices = "lo";
+  return o;
+}
+
+frame make_frame(std::uint16_t type, std::vector<std::byte> payload) {
+  frame f;
+  f.header.type = type;
+  f.header.epoch = 3;
+  f.header.dst_actor = "supervisor";
+  f.payload = shared_bytes{std::move(payload)};
+  return f;
+}
+
+TEST(messenger, handshake_then_frames_both_ways) {
+  recorder srv, cli;
+  auto server = messenger::start(server_options(), srv.handlers());
+  ASSERT_TRUE(server) << server.error();
+  ASSERT_NE((*server)->port(), 0);
+  auto client = messenger::start(client_options(), cli.handlers());
+  ASSERT_TRUE(client) << client.error();
+
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(peer) << peer.error();
+  EXPECT_EQ(peer->name, "server");
+  EXPECT_EQ(peer->node, 1u);
+  EXPECT_EQ(peer->role, peer_role::admin);
+  ASSERT_TRUE(srv.wait([&] { return srv.up.size() == 1; }));
+  EXPECT_EQ(srv.up[0].name, "client");
+  EXPECT_EQ(srv.up[0].node, 2u);
+
+  const std::string text = "rank 2 exited";
+  (*client)->send(peer->id, make_frame(5, std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                                                                  reinterpret_cast<const std::byte*>(text.data()) + text.size())));
+  ASSERT_TRUE(srv.wait([&] { return srv.frames.size() == 1; }));
+  EXPECT_EQ(srv.frames[0].header.type, 5);
+  EXPECT_EQ(srv.frames[0].header.epoch, 3u);
+  EXPECT_EQ(srv.frames[0].header.src_node, 2u);
+  EXPECT_EQ(srv.frames[0].header.dst_actor, "supervisor");
+  EXPECT_EQ(srv.frames[0].payload.as_string(), text);
+
+  // Reply over the accepted connection.
+  (*server)->send(srv.up[0].id, make_frame(6, {}));
+  ASSERT_TRUE(cli.wait([&] { return cli.frames.size() == 1; }));
+  EXPECT_EQ(cli.frames[0].header.type, 6);
+  EXPECT_EQ((*server)->stats().dropped_total(), 0u);
+}
+
+TEST(messenger, large_payloads_arrive_intact) {
+  recorder srv, cli;
+  auto server = messenger::start(server_options(), srv.handlers());
+  ASSERT_TRUE(server) << server.error();
+  auto client = messenger::start(client_options(), cli.handlers());
+  ASSERT_TRUE(client) << client.error();
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(peer) << peer.error();
+
+  for (std::size_t size : {std::size_t{1}, std::size_t{60} << 10, std::size_t{64} << 10, std::size_t{3} << 20}) {
+    std::vector<std::byte> payload(size);
+    for (std::size_t i = 0; i < size; ++i)
+      payload[i] = std::byte(static_cast<unsigned char>(i * 131 + size));
+    std::promise<status> sent;
+    (*client)->send(peer->id, make_frame(9, payload), [&](status s) { sent.set_value(s); });
+    EXPECT_TRUE(sent.get_future().get().ok());
+    ASSERT_TRUE(srv.wait([&] { return !srv.frames.empty(); })) << size;
+    std::lock_guard lock{srv.mutex};
+    ASSERT_EQ(srv.frames.back().payload.size(), size);
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), srv.frames.back().payload.span().begin())) << size;
+    srv.frames.clear();
+  }
+}
+
+TEST(messenger, oversize_frame_is_refused_on_send) {
+  recorder srv, cli;
+  auto opts = client_options();
+  opts.max_frame_size = 4096;
+  auto server = messenger::start(server_options(), srv.handlers());
+  ASSERT_TRUE(server);
+  auto client = messenger::start(opts, cli.handlers());
+  ASSERT_TRUE(client);
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(peer) << peer.error();
+  std::promise<status> sent;
+  (*client)->send(peer->id, make_frame(9, std::vector<std::byte>(5000)), [&](status s) { sent.set_value(s); });
+  auto st = sent.get_future().get();
+  EXPECT_EQ(st.code(), errc::out_of_range);
+  EXPECT_NE(st.message().find("exceeds transport.max_frame_size (4096)"), std::string::npos);
+}
+
+TEST(messenger, oversize_frame_is_dropped_and_counted_on_receipt) {
+  recorder srv, cli;
+  auto opts = server_options();
+  opts.max_frame_size = 4096;
+  auto server = messenger::start(opts, srv.handlers());
+  ASSERT_TRUE(server);
+  auto client = messenger::start(client_options(), cli.handlers());
+  ASSERT_TRUE(client);
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(peer) << peer.error();
+  (*client)->send(peer->id, make_frame(9, std::vector<std::byte>(100000)));
+  (*client)->send(peer->id, make_frame(10, std::vector<std::byte>(10)));
+  ASSERT_TRUE(srv.wait([&] { return !srv.frames.empty(); }));
+  EXPECT_EQ(srv.frames[0].header.type, 10) << "the oversize frame was delivered";
+  EXPECT_EQ((*server)->stats().dropped_of(drop_reason::oversize), 1u);
+}
+
+TEST(messenger, wrong_token_is_refused_and_nothing_is_delivered) {
+  recorder srv, cli;
+  auto server = messenger::start(server_options(), srv.handlers());
+  ASSERT_TRUE(server);
+  auto client = messenger::start(client_options("not-the-cluster-token-at-all"), cli.handlers());
+  ASSERT_TRUE(client);
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_FALSE(peer);
+  EXPECT_EQ(peer.error().code(), errc::unauthenticated);
+  EXPECT_NE(peer.error().message().find("wrong cluster token"), std::string::npos) << peer.error();
+  EXPECT_EQ((*server)->stats().peers_refused, 1u);
+  EXPECT_TRUE(srv.up.empty());
+  EXPECT_TRUE(srv.frames.empty());
+}
+
+TEST(messenger, readonly_token_gets_readonly_role) {
+  recorder srv, cli;
+  auto opts = server_options();
+  opts.readonly_token = "read-only-token-0123456789";
+  auto server = messenger::start(opts, srv.handlers());
+  ASSERT_TRUE(server);
+  auto client = messenger::start(client_options("read-only-token-0123456789"), cli.handlers());
+  ASSERT_TRUE(client);
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(peer) << peer.error();
+  EXPECT_EQ(peer->role, peer_role::readonly);
+  ASSERT_TRUE(srv.wait([&] { return srv.up.size() == 1; }));
+  EXPECT_EQ(srv.up[0].role, peer_role::readonly);
+}
+
+TEST(messenger, nobody_listening_fails_promptly) {
+  recorder cli;
+  auto client = messenger::start(client_options(), cli.handlers());
+  ASSERT_TRUE(client);
+  // Find a port nothing listens on: start and stop a server.
+  std::uint16_t port = 0;
+  {
+    recorder srv;
+    auto server = messenger::start(server_options(), srv.handlers());
+    ASSERT_TRUE(server);
+    port = (*server)->port();
+  }
+  auto peer = (*client)->connect_blocking("127.0.0.1", port, 20s);
+  ASSERT_FALSE(peer);
+  EXPECT_NE(peer.error().code(), errc::timeout) << peer.error();
+}
+
+TEST(messenger, closing_a_peer_is_seen_by_both_sides) {
+  recorder srv, cli;
+  auto server = messenger::start(server_options(), srv.handlers());
+  ASSERT_TRUE(server);
+  auto client = messenger::start(client_options(), cli.handlers());
+  ASSERT_TRUE(client);
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(srv.wait([&] { return srv.up.size() == 1; }));
+  (*client)->close(peer->id);
+  ASSERT_TRUE(cli.wait([&] { return cli.down.size() == 1; }));
+  ASSERT_TRUE(srv.wait([&] { return srv.down.size() == 1; }));
+  EXPECT_EQ((*server)->stats().peers_lost, 1u);
+}
+
+}  // namespace
+}  // namespace rekindle::transport

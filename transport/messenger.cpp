@@ -1,0 +1,842 @@
+#include "transport/messenger.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/check.hpp"
+#include "transport/ucx.hpp"
+
+namespace rekindle::transport {
+
+std::uint64_t messenger_stats::dropped_total() const noexcept {
+  std::uint64_t total = 0;
+  for (auto d : dropped)
+    total += d;
+  return total;
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr unsigned frame_am_id = 7;
+
+// Frame types of the transport itself.
+enum reserved_type : std::uint16_t {
+  type_hello = first_reserved_type,  // client → server: client nonce, name
+  type_challenge,                    // server → client: server nonce
+  type_auth,                         // client → server: client proof
+  type_welcome,                      // server → client: role, server proof, name
+  type_refused,                      // server → client: reason
+  type_keepalive,                    // either way, when idle
+};
+
+bool is_handshake(std::uint16_t type) {
+  return type >= type_hello && type <= type_refused;
+}
+
+// Little helpers to build and read handshake payloads.
+class payload_writer {
+ public:
+  void bytes(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
+  void u8(std::uint8_t v) { out_.push_back(std::byte{v}); }
+  void string(std::string_view s) {
+    const auto n = static_cast<std::uint8_t>(std::min<std::size_t>(s.size(), 255));
+    u8(n);
+    bytes(std::as_bytes(std::span{s.data(), n}));
+  }
+  std::vector<std::byte> take() { return std::move(out_); }
+
+ private:
+  std::vector<std::byte> out_;
+};
+
+class payload_reader {
+ public:
+  explicit payload_reader(std::span<const std::byte> in) : in_(in) {}
+  bool bytes(std::span<std::byte> out) {
+    if (in_.size() < out.size())
+      return false;
+    std::memcpy(out.data(), in_.data(), out.size());
+    in_ = in_.subspan(out.size());
+    return true;
+  }
+  bool u8(std::uint8_t& v) {
+    std::byte b{};
+    if (!bytes(std::span{&b, 1}))
+      return false;
+    v = static_cast<std::uint8_t>(b);
+    return true;
+  }
+  bool string(std::string& s) {
+    std::uint8_t n = 0;
+    if (!u8(n) || in_.size() < n)
+      return false;
+    s.assign(reinterpret_cast<const char*>(in_.data()), n);
+    in_ = in_.subspan(n);
+    return true;
+  }
+
+ private:
+  std::span<const std::byte> in_;
+};
+
+expected<sockaddr_storage> resolve(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = host.empty() ? AI_PASSIVE : 0;
+  addrinfo* result = nullptr;
+  const auto service = std::to_string(port);
+  if (int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result); rc != 0)
+    return status{errc::invalid_argument, "cannot resolve '" + host + "': " + gai_strerror(rc)};
+  sockaddr_storage out{};
+  std::memcpy(&out, result->ai_addr, result->ai_addrlen);
+  freeaddrinfo(result);
+  return out;
+}
+
+std::string describe(const sockaddr_storage& addr) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  std::uint16_t port = 0;
+  if (addr.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  return std::string{host} + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+class messenger::impl {
+ public:
+  impl(messenger_options options, messenger_handlers handlers)
+      : options_(std::move(options)), handlers_(std::move(handlers)) {}
+
+  ~impl() { stop(); }
+
+  status init() {
+    RK_ASSIGN_OR_RETURN(context_, ucx_context::create(ucx_options{.active_messages = true,
+                                                                  .tags = false,
+                                                                  .wakeup = true,
+                                                                  .net_devices = options_.net_devices,
+                                                                  .tls = options_.tls}));
+    RK_ASSIGN_OR_RETURN(worker_, ucx_worker::create(*context_, true));
+    ucp_am_handler_param_t am{};
+    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    am.id = frame_am_id;
+    am.cb = &impl::am_callback;
+    am.arg = this;
+    RK_RETURN_IF_ERROR(ucx_status(ucp_worker_set_am_recv_handler(worker_->get(), &am), "registering the frame handler"));
+    if (!options_.listen_host.empty())
+      RK_RETURN_IF_ERROR(listen());
+    RK_ASSIGN_OR_RETURN(int efd, worker_->event_fd());
+    wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (wake_fd_ < 0 || epoll_fd_ < 0)
+      return status{errc::io_error, std::string{"creating the messenger's event fds: "} + std::strerror(errno)};
+    for (int fd : {efd, wake_fd_}) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.fd = fd;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+        return status{errc::io_error, std::string{"epoll_ctl: "} + std::strerror(errno)};
+    }
+    thread_ = std::thread([this] { run(); });
+    return {};
+  }
+
+  [[nodiscard]] std::uint16_t port() const noexcept { return port_; }
+
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock{mutex_};
+      posted_.push_back(std::move(task));
+    }
+    wake();
+  }
+
+  [[nodiscard]] bool on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_thread_id_; }
+
+  void stop() {
+    if (!thread_.joinable())
+      return;
+    RK_CHECK(!on_loop_thread(), "messenger::shutdown() called from its own loop thread");
+    stopping_.store(true);
+    wake();
+    thread_.join();
+    if (wake_fd_ >= 0)
+      ::close(wake_fd_);
+    if (epoll_fd_ >= 0)
+      ::close(epoll_fd_);
+    wake_fd_ = epoll_fd_ = -1;
+  }
+
+  messenger_stats stats() const noexcept {
+    messenger_stats s;
+    s.frames_sent = frames_sent_.load();
+    s.frames_received = frames_received_.load();
+    s.bytes_sent = bytes_sent_.load();
+    s.bytes_received = bytes_received_.load();
+    for (std::size_t i = 0; i < drop_reason_count; ++i)
+      s.dropped[i] = dropped_[i].load();
+    s.peers_refused = peers_refused_.load();
+    s.peers_lost = peers_lost_.load();
+    return s;
+  }
+
+  void count_drop(drop_reason r) noexcept { dropped_[static_cast<std::size_t>(r)].fetch_add(1); }
+
+  // ---- called on the loop thread -------------------------------------------------------------
+
+  void do_connect(const std::string& host, std::uint16_t port, std::function<void(expected<peer_info>)> done) {
+    auto addr = resolve(host, port);
+    if (!addr) {
+      defer([done = std::move(done), err = addr.error()] { done(err); });
+      return;
+    }
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
+    params.sockaddr.addrlen = addr->ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    // Control endpoints want to hear about a dead peer at once.
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &impl::error_callback;
+    params.err_handler.arg = this;
+    ucp_ep_h ep = nullptr;
+    if (auto s = ucp_ep_create(worker_->get(), &params, &ep); s != UCS_OK) {
+      defer([done = std::move(done), err = ucx_status(s, "connecting to " + host + ":" + std::to_string(port))] {
+        done(err);
+      });
+      return;
+    }
+    auto& p = add_peer(ep, true);
+    p.remote = host + ":" + std::to_string(port);
+    p.connect_done = std::move(done);
+    p.client_nonce = random_nonce();
+    p.state = peer_state::awaiting_challenge;
+    payload_writer w;
+    w.bytes(p.client_nonce);
+    w.string(options_.name);
+    send_internal(p, type_hello, shared_bytes{w.take()});
+  }
+
+  void do_send(peer_id to, frame f, std::function<void(status)> done) {
+    auto it = peers_.find(to.value());
+    if (it == peers_.end() || it->second.state != peer_state::up) {
+      if (done)
+        defer([done = std::move(done), to] {
+          done(status{errc::peer_failed, "peer " + std::to_string(to.value()) + " is not connected"});
+        });
+      return;
+    }
+    if (f.payload.size() > options_.max_frame_size) {
+      if (done)
+        defer([done = std::move(done), n = f.payload.size(), max = options_.max_frame_size] {
+          done(status{errc::out_of_range, "frame payload of " + std::to_string(n) +
+                                              " bytes exceeds transport.max_frame_size (" + std::to_string(max) + ")"});
+        });
+      return;
+    }
+    RK_CHECK_LT(f.header.type, first_reserved_type, "frame types from first_reserved_type up belong to the transport");
+    f.header.src_node = options_.node;
+    send_frame(it->second, std::move(f.header), std::move(f.payload), std::move(done));
+  }
+
+  void do_close(peer_id id, status why) {
+    auto it = peers_.find(id.value());
+    if (it != peers_.end())
+      drop_peer(it->second, std::move(why));
+  }
+
+ private:
+  enum class peer_state {
+    awaiting_hello,      // server: connection accepted
+    awaiting_challenge,  // client: hello sent
+    awaiting_auth,       // server: challenge sent
+    awaiting_welcome,    // client: auth sent
+    up,
+  };
+
+  struct peer {
+    peer_info info;
+    ucp_ep_h ep = nullptr;
+    peer_state state = peer_state::awaiting_hello;
+    std::string remote;
+    nonce client_nonce{};
+    nonce server_nonce{};
+    clock_type::time_point created;
+    clock_type::time_point last_recv;
+    clock_type::time_point last_send;
+    std::function<void(expected<peer_info>)> connect_done;
+  };
+
+  // One send in flight: its header must live until UCX completes it.
+  struct send_op {
+    impl* self = nullptr;
+    std::vector<std::byte> header;
+    shared_bytes payload;
+    std::function<void(status)> done;
+  };
+
+  // One rendezvous receive in flight.
+  struct recv_op {
+    impl* self = nullptr;
+    std::uint64_t peer = 0;
+    frame_header header;
+    std::vector<std::byte> buffer;
+  };
+
+  status listen() {
+    RK_ASSIGN_OR_RETURN(auto addr, resolve(options_.listen_host, options_.listen_port));
+    ucp_listener_params_t params{};
+    params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+    params.sockaddr.addrlen = addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    params.conn_handler.cb = &impl::conn_callback;
+    params.conn_handler.arg = this;
+    ucp_listener_h listener = nullptr;
+    if (auto s = ucp_listener_create(worker_->get(), &params, &listener); s != UCS_OK)
+      return ucx_status(s, "listening on " + options_.listen_host + ":" + std::to_string(options_.listen_port));
+    listener_ = listener;
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    if (auto s = ucp_listener_query(listener_, &attr); s != UCS_OK)
+      return ucx_status(s, "querying the listener's port");
+    port_ = attr.sockaddr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&attr.sockaddr)->sin6_port)
+                                                : ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+    return {};
+  }
+
+  void wake() noexcept {
+    const std::uint64_t one = 1;
+    if (wake_fd_ >= 0)
+      (void)!::write(wake_fd_, &one, sizeof one);
+  }
+
+  void defer(std::function<void()> f) { deferred_.push_back(std::move(f)); }
+
+  // The loop: posted tasks, UCX progress, deferred callbacks, timers; poll while busy, else block.
+  void run() {
+    loop_thread_id_ = std::this_thread::get_id();
+    auto last_active = clock_type::now();
+    auto next_tick = last_active + options_.keepalive;
+    std::vector<std::function<void()>> tasks;
+    while (true) {
+      {
+        std::lock_guard lock{mutex_};
+        tasks.swap(posted_);
+      }
+      bool active = !tasks.empty();
+      for (auto& t : tasks)
+        t();
+      tasks.clear();
+      if (stopping_.load())
+        break;
+      while (ucp_worker_progress(worker_->get()) != 0)
+        active = true;
+      while (!deferred_.empty()) {
+        auto f = std::move(deferred_.front());
+        deferred_.pop_front();
+        f();
+        active = true;
+      }
+      const auto now = clock_type::now();
+      if (now >= next_tick) {
+        tick(now);
+        next_tick = now + std::min<clock_type::duration>(options_.keepalive, 100ms);
+      }
+      if (active) {
+        last_active = now;
+        continue;
+      }
+      if (now - last_active < options_.spin)
+        continue;
+      {
+        std::lock_guard lock{mutex_};
+        if (!posted_.empty())
+          continue;
+      }
+      const auto s = ucp_worker_arm(worker_->get());
+      if (s == UCS_ERR_BUSY)
+        continue;
+      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_tick - clock_type::now());
+      epoll_event events[2];
+      (void)epoll_wait(epoll_fd_, events, 2, static_cast<int>(std::max<std::int64_t>(wait.count(), 0)));
+      std::uint64_t drained = 0;
+      while (::read(wake_fd_, &drained, sizeof drained) > 0) {
+      }
+    }
+    close_all();
+  }
+
+  // Keep-alives out, timeouts in.
+  void tick(clock_type::time_point now) {
+    std::vector<std::uint64_t> expired;
+    for (auto& [id, p] : peers_) {
+      if (p.state != peer_state::up) {
+        if (now - p.created > options_.handshake_timeout)
+          expired.push_back(id);
+        continue;
+      }
+      if (now - p.last_recv > options_.peer_timeout) {
+        expired.push_back(id);
+        continue;
+      }
+      if (now - p.last_send >= options_.keepalive)
+        send_internal(p, type_keepalive, {});
+    }
+    for (auto id : expired) {
+      auto& p = peers_.at(id);
+      const bool up = p.state == peer_state::up;
+      drop_peer(p, status{up ? errc::timeout : errc::unauthenticated,
+                          up ? "no frame from " + p.info.name + " (" + p.remote + ") for " +
+                                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(options_.peer_timeout).count()) +
+                                   " ms"
+                             : "handshake with " + p.remote + " did not complete in time"});
+    }
+  }
+
+  peer& add_peer(ucp_ep_h ep, bool outbound) {
+    const std::uint64_t id = next_peer_++;
+    auto& p = peers_[id];
+    p.info.id = peer_id{id};
+    p.info.outbound = outbound;
+    p.ep = ep;
+    p.created = p.last_recv = p.last_send = clock_type::now();
+    by_ep_[ep] = id;
+    return p;
+  }
+
+  // Removes the peer, force-closes its endpoint and reports the loss. The peer leaves the tables
+  // before the endpoint closes, so an error callback raised by the close finds nothing.
+  void drop_peer(peer& p, status why) {
+    peer gone = std::move(p);
+    const auto id = gone.info.id.value();
+    by_ep_.erase(gone.ep);
+    peers_.erase(id);
+    close_endpoint(gone.ep, true);
+    if (gone.state == peer_state::up) {
+      peers_lost_.fetch_add(1);
+      spdlog::info("peer down peer={} name=\"{}\" reason=\"{}\"", id, gone.info.name, why.message());
+      if (handlers_.on_peer_down)
+        defer([this, info = gone.info, why] { handlers_.on_peer_down(info, why); });
+    } else if (gone.connect_done) {
+      defer([done = std::move(gone.connect_done), why] { done(why); });
+    }
+  }
+
+  // Force drops queued sends at once; a flush close delivers them first.
+  void close_endpoint(ucp_ep_h ep, bool force) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    void* req = ucp_ep_close_nbx(ep, &param);
+    if (req != nullptr && !UCS_PTR_IS_ERR(req))
+      closing_.push_back(req);
+  }
+
+  void close_all() {
+    while (!peers_.empty())
+      drop_peer(peers_.begin()->second, status{errc::aborted, "messenger shut down"});
+    if (listener_ != nullptr) {
+      ucp_listener_destroy(listener_);
+      listener_ = nullptr;
+    }
+    const auto deadline = clock_type::now() + 2s;
+    while (!closing_.empty() && clock_type::now() < deadline) {
+      ucp_worker_progress(worker_->get());
+      std::erase_if(closing_, [](void* req) {
+        if (ucp_request_check_status(req) == UCS_INPROGRESS)
+          return false;
+        ucp_request_free(req);
+        return true;
+      });
+    }
+    // Handlers of what was dropped during shutdown still run, in order.
+    while (!deferred_.empty()) {
+      auto f = std::move(deferred_.front());
+      deferred_.pop_front();
+      f();
+    }
+  }
+
+  void send_internal(peer& p, std::uint16_t type, shared_bytes payload) {
+    frame_header h;
+    h.type = type;
+    h.src_node = options_.node;
+    send_frame(p, std::move(h), std::move(payload), {});
+  }
+
+  void send_frame(peer& p, frame_header h, shared_bytes payload, std::function<void(status)> done) {
+    auto op = std::make_unique<send_op>();
+    op->self = this;
+    op->header = encode_header(h, payload.span());
+    op->payload = std::move(payload);
+    op->done = std::move(done);
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_AM_SEND_FLAG_REPLY;
+    param.cb.send = &impl::send_callback;
+    param.user_data = op.get();
+    const auto bytes = op->header.size() + op->payload.size();
+    void* req = ucp_am_send_nbx(p.ep, frame_am_id, op->header.data(), op->header.size(), op->payload.data(),
+                                op->payload.size(), &param);
+    p.last_send = clock_type::now();
+    if (req == nullptr) {
+      finish_send(std::move(op), UCS_OK);
+    } else if (UCS_PTR_IS_ERR(req)) {
+      finish_send(std::move(op), UCS_PTR_STATUS(req));
+    } else {
+      (void)op.release();  // send_callback takes it back
+    }
+    frames_sent_.fetch_add(1);
+    bytes_sent_.fetch_add(bytes);
+  }
+
+  void finish_send(std::unique_ptr<send_op> op, ucs_status_t s) {
+    if (op->done)
+      defer([done = std::move(op->done), st = ucx_status(s, "sending a frame")] { done(st); });
+  }
+
+  static void send_callback(void* request, ucs_status_t s, void* user_data) {
+    std::unique_ptr<send_op> op{static_cast<send_op*>(user_data)};
+    auto* self = op->self;
+    ucp_request_free(request);
+    self->finish_send(std::move(op), s);
+  }
+
+  static void error_callback(void* arg, ucp_ep_h ep, ucs_status_t s) {
+    auto* self = static_cast<impl*>(arg);
+    auto it = self->by_ep_.find(ep);
+    if (it == self->by_ep_.end())
+      return;
+    auto& p = self->peers_.at(it->second);
+    self->drop_peer(p, ucx_status(s, "connection to " + (p.info.name.empty() ? p.remote : p.info.name)));
+  }
+
+  static void conn_callback(ucp_conn_request_h request, void* arg) {
+    auto* self = static_cast<impl*>(arg);
+    std::string remote = "?";
+    ucp_conn_request_attr_t attr{};
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(request, &attr) == UCS_OK)
+      remote = describe(attr.client_address);
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.conn_request = request;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &impl::error_callback;
+    params.err_handler.arg = self;
+    ucp_ep_h ep = nullptr;
+    if (auto s = ucp_ep_create(self->worker_->get(), &params, &ep); s != UCS_OK) {
+      spdlog::warn("connection refused remote={} reason=\"{}\"", remote, ucs_status_string(s));
+      return;
+    }
+    auto& p = self->add_peer(ep, false);
+    p.remote = remote;
+    p.state = peer_state::awaiting_hello;
+  }
+
+  static ucs_status_t am_callback(void* arg, const void* header, std::size_t header_length, void* data,
+                                  std::size_t length, const ucp_am_recv_param_t* param) {
+    return static_cast<impl*>(arg)->on_am(header, header_length, data, length, param);
+  }
+
+  ucs_status_t on_am(const void* header_bytes, std::size_t header_length, void* data, std::size_t length,
+                     const ucp_am_recv_param_t* param) {
+    frames_received_.fetch_add(1);
+    bytes_received_.fetch_add(header_length + length);
+    peer* p = nullptr;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0)
+      if (auto it = by_ep_.find(param->reply_ep); it != by_ep_.end())
+        p = &peers_.at(it->second);
+    if (p == nullptr) {
+      count_drop(drop_reason::unauthenticated);
+      return UCS_OK;
+    }
+    frame_header h;
+    std::string detail;
+    const auto reason = decode_header({static_cast<const std::byte*>(header_bytes), header_length},
+                                      options_.max_frame_size, h, &detail);
+    if (reason != drop_reason::none) {
+      reject(*p, reason, detail);
+      return UCS_OK;
+    }
+    if (h.payload_length != length) {
+      reject(*p, drop_reason::bad_length,
+             "header says " + std::to_string(h.payload_length) + " payload bytes, " + std::to_string(length) + " arrived");
+      return UCS_OK;
+    }
+    if (p->state != peer_state::up && !is_handshake(h.type)) {
+      reject(*p, drop_reason::unauthenticated, "frame type " + std::to_string(h.type) + " before the handshake");
+      return UCS_OK;
+    }
+    p->last_recv = clock_type::now();
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
+      auto op = std::make_unique<recv_op>();
+      op->self = this;
+      op->peer = p->info.id.value();
+      op->header = std::move(h);
+      op->buffer.resize(length);
+      ucp_request_param_t rp{};
+      rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      rp.cb.recv_am = &impl::recv_callback;
+      rp.user_data = op.get();
+      void* req = ucp_am_recv_data_nbx(worker_->get(), data, op->buffer.data(), length, &rp);
+      if (req == nullptr) {
+        auto* raw = op.release();
+        defer([this, raw] { complete_recv(std::unique_ptr<recv_op>{raw}); });
+      } else if (UCS_PTR_IS_ERR(req)) {
+        spdlog::warn("receive failed peer={} reason=\"{}\"", p->info.id.value(), ucs_status_string(UCS_PTR_STATUS(req)));
+      } else {
+        (void)op.release();
+      }
+      return UCS_INPROGRESS;
+    }
+    std::vector<std::byte> payload(static_cast<const std::byte*>(data), static_cast<const std::byte*>(data) + length);
+    accept(p->info.id.value(), std::move(h), std::move(payload));
+    return UCS_OK;
+  }
+
+  static void recv_callback(void* request, ucs_status_t s, std::size_t, void* user_data) {
+    std::unique_ptr<recv_op> op{static_cast<recv_op*>(user_data)};
+    ucp_request_free(request);
+    auto* self = op->self;
+    if (s != UCS_OK) {
+      spdlog::warn("receive failed peer={} reason=\"{}\"", op->peer, ucs_status_string(s));
+      return;
+    }
+    self->defer([self, raw = op.release()] { self->complete_recv(std::unique_ptr<recv_op>{raw}); });
+  }
+
+  void complete_recv(std::unique_ptr<recv_op> op) {
+    accept(op->peer, std::move(op->header), std::move(op->buffer));
+  }
+
+  void reject(peer& p, drop_reason reason, const std::string& detail) {
+    count_drop(reason);
+    spdlog::warn("frame dropped peer={} remote={} reason={} detail=\"{}\"", p.info.id.value(), p.remote,
+                 to_string(reason), detail);
+  }
+
+  // A frame passed its header checks: verify the payload, then handle or deliver it.
+  void accept(std::uint64_t id, frame_header h, std::vector<std::byte> payload) {
+    auto it = peers_.find(id);
+    if (it == peers_.end())
+      return;
+    auto& p = it->second;
+    if (const auto r = check_payload(h, payload); r != drop_reason::none) {
+      reject(p, r, "frame type " + std::to_string(h.type) + " from node " + std::to_string(h.src_node));
+      return;
+    }
+    if (h.type >= first_reserved_type) {
+      handle_transport_frame(p, h, payload);
+      return;
+    }
+    if (handlers_.on_frame) {
+      defer([this, info = p.info, f = frame{std::move(h), shared_bytes{std::move(payload)}}]() mutable {
+        handlers_.on_frame(info, std::move(f));
+      });
+    }
+  }
+
+  void handle_transport_frame(peer& p, const frame_header& h, std::span<const std::byte> payload) {
+    payload_reader r{payload};
+    switch (h.type) {
+      case type_keepalive:
+        return;
+      case type_hello: {
+        if (p.state != peer_state::awaiting_hello || p.info.outbound)
+          return handshake_failed(p, "unexpected hello");
+        if (!r.bytes(p.client_nonce) || !r.string(p.info.name))
+          return handshake_failed(p, "malformed hello");
+        p.info.node = h.src_node;
+        p.server_nonce = random_nonce();
+        p.state = peer_state::awaiting_auth;
+        payload_writer w;
+        w.bytes(p.server_nonce);
+        return send_internal(p, type_challenge, shared_bytes{w.take()});
+      }
+      case type_challenge: {
+        if (p.state != peer_state::awaiting_challenge)
+          return handshake_failed(p, "unexpected challenge");
+        if (!r.bytes(p.server_nonce))
+          return handshake_failed(p, "malformed challenge");
+        p.state = peer_state::awaiting_welcome;
+        payload_writer w;
+        w.bytes(make_proof(options_.token, "client", p.client_nonce, p.server_nonce));
+        return send_internal(p, type_auth, shared_bytes{w.take()});
+      }
+      case type_auth: {
+        if (p.state != peer_state::awaiting_auth)
+          return handshake_failed(p, "unexpected auth");
+        proof client_proof{};
+        if (!r.bytes(client_proof))
+          return handshake_failed(p, "malformed auth");
+        const auto role = verify_client(client_proof, options_.token, options_.readonly_token, p.client_nonce,
+                                        p.server_nonce);
+        if (!role) {
+          peers_refused_.fetch_add(1);
+          spdlog::warn("peer refused remote={} name=\"{}\" reason=\"wrong cluster token\"", p.remote, p.info.name);
+          payload_writer w;
+          w.string("wrong cluster token");
+          send_internal(p, type_refused, shared_bytes{w.take()});
+          // Forget the peer now (nothing more it sends is read) and close once the refusal is out.
+          const auto ep = p.ep;
+          by_ep_.erase(ep);
+          peers_.erase(p.info.id.value());
+          close_endpoint(ep, false);
+          return;
+        }
+        p.info.role = *role;
+        payload_writer w;
+        w.u8(static_cast<std::uint8_t>(*role));
+        const auto& key = *role == peer_role::admin ? options_.token : options_.readonly_token;
+        w.bytes(make_proof(key, "server", p.client_nonce, p.server_nonce));
+        w.string(options_.name);
+        send_internal(p, type_welcome, shared_bytes{w.take()});
+        return peer_up(p);
+      }
+      case type_welcome: {
+        if (p.state != peer_state::awaiting_welcome)
+          return handshake_failed(p, "unexpected welcome");
+        std::uint8_t role = 0;
+        proof server_proof{};
+        if (!r.u8(role) || !r.bytes(server_proof) || !r.string(p.info.name) ||
+            (role != static_cast<std::uint8_t>(peer_role::admin) && role != static_cast<std::uint8_t>(peer_role::readonly)))
+          return handshake_failed(p, "malformed welcome");
+        if (!proofs_equal(server_proof, make_proof(options_.token, "server", p.client_nonce, p.server_nonce)))
+          return handshake_failed(p, "the server at " + p.remote + " could not prove it holds the cluster token");
+        p.info.role = static_cast<peer_role>(role);
+        p.info.node = h.src_node;
+        return peer_up(p);
+      }
+      case type_refused: {
+        std::string reason;
+        (void)r.string(reason);
+        return handshake_failed(p, "refused by " + p.remote + ": " + (reason.empty() ? "no reason given" : reason));
+      }
+      default:
+        count_drop(drop_reason::bad_header);
+        return;
+    }
+  }
+
+  void peer_up(peer& p) {
+    p.state = peer_state::up;
+    p.last_recv = clock_type::now();
+    spdlog::debug("peer up peer={} name=\"{}\" role={} remote={}", p.info.id.value(), p.info.name,
+                  to_string(p.info.role), p.remote);
+    if (p.connect_done)
+      defer([done = std::move(p.connect_done), info = p.info] { done(info); });
+    p.connect_done = nullptr;
+    if (handlers_.on_peer_up)
+      defer([this, info = p.info] { handlers_.on_peer_up(info); });
+  }
+
+  void handshake_failed(peer& p, const std::string& why) {
+    spdlog::warn("handshake failed remote={} reason=\"{}\"", p.remote, why);
+    drop_peer(p, status{errc::unauthenticated, why});
+  }
+
+  messenger_options options_;
+  messenger_handlers handlers_;
+  std::optional<ucx_context> context_;
+  std::optional<ucx_worker> worker_;
+  ucp_listener_h listener_ = nullptr;
+  std::uint16_t port_ = 0;
+  int wake_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::thread thread_;
+  std::thread::id loop_thread_id_;
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mutex_;
+  std::vector<std::function<void()>> posted_;
+
+  // Loop-thread state.
+  std::deque<std::function<void()>> deferred_;
+  std::unordered_map<std::uint64_t, peer> peers_;
+  std::unordered_map<ucp_ep_h, std::uint64_t> by_ep_;
+  std::vector<void*> closing_;
+  std::uint64_t next_peer_ = 1;
+
+  std::atomic<std::uint64_t> frames_sent_{0}, frames_received_{0}, bytes_sent_{0}, bytes_received_{0};
+  std::array<std::atomic<std::uint64_t>, drop_reason_count> dropped_{};
+  std::atomic<std::uint64_t> peers_refused_{0}, peers_lost_{0};
+};
+
+expected<std::unique_ptr<messenger>> messenger::start(messenger_options options, messenger_handlers handlers) {
+  auto p = std::make_unique<impl>(std::move(options), std::move(handlers));
+  RK_RETURN_IF_ERROR(p->init());
+  return std::unique_ptr<messenger>{new messenger{std::move(p)}};
+}
+
+messenger::messenger(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+messenger::~messenger() { shutdown(); }
+
+std::uint16_t messenger::port() const noexcept { return impl_->port(); }
+
+void messenger::connect(const std::string& host, std::uint16_t port, std::function<void(expected<peer_info>)> done) {
+  impl_->post([this, host, port, done = std::move(done)]() mutable { impl_->do_connect(host, port, std::move(done)); });
+}
+
+expected<peer_info> messenger::connect_blocking(const std::string& host, std::uint16_t port,
+                                                std::chrono::nanoseconds timeout) {
+  RK_CHECK(!on_loop_thread(), "connect_blocking() would deadlock on the loop thread");
+  auto promise = std::make_shared<std::promise<expected<peer_info>>>();
+  auto future = promise->get_future();
+  connect(host, port, [promise](expected<peer_info> r) { promise->set_value(std::move(r)); });
+  if (future.wait_for(timeout) != std::future_status::ready)
+    return status{errc::timeout, "no answer from " + host + ":" + std::to_string(port) + " within " +
+                                     std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+                                     " ms"};
+  return future.get();
+}
+
+void messenger::send(peer_id to, frame f, std::function<void(status)> done) {
+  impl_->post([this, to, f = std::move(f), done = std::move(done)]() mutable {
+    impl_->do_send(to, std::move(f), std::move(done));
+  });
+}
+
+void messenger::close(peer_id peer) {
+  impl_->post([this, peer] { impl_->do_close(peer, status{errc::aborted, "closed by this side"}); });
+}
+
+void messenger::post(std::function<void()> task) { impl_->post(std::move(task)); }
+
+void messenger::count_drop(drop_reason r) noexcept { impl_->count_drop(r); }
+
+messenger_stats messenger::stats() const noexcept { return impl_->stats(); }
+
+bool messenger::on_loop_thread() const noexcept { return impl_->on_loop_thread(); }
+
+void messenger::shutdown() { impl_->stop(); }
+
+}  // namespace rekindle::transport

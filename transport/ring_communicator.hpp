@@ -1,0 +1,73 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/expected.hpp"
+#include "transport/communicator.hpp"
+
+namespace rekindle::transport {
+
+struct ring_options {
+  /// Deadline of every collective call, and of connect(). Default: 10s.
+  std::chrono::nanoseconds timeout = std::chrono::seconds{10};
+  /// Bytes per pipelined chunk. Default: 1MiB.
+  std::size_t chunk_size = std::size_t{1} << 20;
+  /// UCX_NET_DEVICES and UCX_TLS; empty keeps UCX's choice.
+  std::string net_devices;
+  std::string tls;
+};
+
+/// The CPU communicator: a pipelined, chunked ring over UCX tag messages, in host memory.
+///
+/// Each rank sends only to its right neighbour and receives only from its left one. allreduce is
+/// a reduce-scatter followed by an allgather around the ring, each split into chunks so that a
+/// chunk is forwarded as soon as it is reduced; the reduction order of every element depends only
+/// on the world size, so reruns are bitwise identical. Neighbours on the same host connect in
+/// UCX's no-error-handling mode so shared memory carries the data; neighbours on other hosts use
+/// peer-failure mode. Either way every call is bounded by `timeout`.
+///
+/// Bootstrapping:
+///   1. create() opens a UCX worker; address() is what this rank publishes at rendezvous.
+///   2. connect() takes every rank's address, opens the endpoint to the right neighbour and runs a
+///      barrier, so a rank that is missing or dead is found before training starts.
+///
+/// Thread-safety: as `communicator`: one calling thread; abort() from any thread.
+class ring_communicator final : public communicator {
+ public:
+  /// Largest world a ring supports (tags carry the step number).
+  static constexpr int max_size = 2048;
+
+  static expected<std::unique_ptr<ring_communicator>> create(int rank, int size, const ring_options& options);
+  ~ring_communicator() override;
+
+  /// This rank's rendezvous address: host identity and UCX worker address.
+  [[nodiscard]] const std::vector<std::byte>& address() const noexcept;
+  /// Step 2 of bootstrapping. `addresses[r]` is rank r's address().
+  status connect(const std::vector<std::vector<std::byte>>& addresses);
+
+  [[nodiscard]] int rank() const noexcept override;
+  [[nodiscard]] int size() const noexcept override;
+  status allreduce(void* data, std::size_t count, dtype type, reduce_op op) override;
+  status reduce_scatter(const void* send, void* recv, std::size_t recv_count, dtype type, reduce_op op) override;
+  status allgather(const void* send, void* recv, std::size_t send_count, dtype type) override;
+  status broadcast(void* data, std::size_t count, dtype type, int root) override;
+  status barrier() override;
+  void abort() noexcept override;
+  [[nodiscard]] bool aborted() const noexcept override;
+
+  /// True when the right neighbour is on this host (shared-memory path).
+  [[nodiscard]] bool neighbour_is_local() const noexcept;
+
+  class impl;
+
+ private:
+  explicit ring_communicator(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace rekindle::transport
