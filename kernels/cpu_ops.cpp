@@ -3,7 +3,9 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <type_traits>
 #include <limits>
 #include <string>
 
@@ -20,17 +22,96 @@ int blas_int(std::size_t v) {
   return static_cast<int>(v);
 }
 
-// tanh of the GELU. double: the library's; float: see gelu_tanh<float>.
-template <class T>
-T gelu_tanh(T u) noexcept {
-  return std::tanh(u);
-}
-
 template <class T>
 struct gelu_constants {
   static constexpr T k = static_cast<T>(0.7978845608028654);  // sqrt(2/pi)
   static constexpr T c = static_cast<T>(0.044715);
 };
+
+// Float hot loops. They are written branch-free so the compiler vectorizes them (this file is
+// built with -O3 -fno-trapping-math -fno-math-errno -ffp-contract=off, see CMakeLists.txt), and on
+// x86-64 an AVX2 clone is picked at load time. Element-wise IEEE operations give the same bits at
+// every vector width and without contraction, so the clone does not change results.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define RK_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define RK_VECTOR_CLONES
+#endif
+
+// exp(x) for float: 2^k · p(r) with r = x − k·ln2 (|r| <= ln2/2) and p the Taylor polynomial of
+// degree 7 (truncation error below 1e-8 relative); x is clamped to [-87, 88], where the result is
+// a normal float. Compilers vectorize it, unlike std::exp.
+inline float exp_f32(float x) noexcept {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  constexpr float round_magic = 12582912.0f;  // 1.5·2^23: adding and subtracting it rounds to an integer
+  const float k = (x * 1.44269504088896341f + round_magic) - round_magic;
+  // ln 2 in two parts; k·ln2_hi is exact for the k that occur.
+  const float r = (x - k * 0.693145751953125f) - k * 1.4286068203094173e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  return p * std::bit_cast<float>((static_cast<std::int32_t>(k) + 127) << 23);
+}
+
+// tanh(u) = sign(u)·(e − 1)/(e + 1) with e = exp(2|u|), |u| clamped to 9 (tanh(9) rounds to 1).
+// Absolute error below 2e-7.
+inline float tanh_f32(float u) noexcept {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(u);
+  float a = std::bit_cast<float>(bits & 0x7fffffffu);
+  a = a > 9.0f ? 9.0f : a;
+  const float e = exp_f32(2.0f * a);
+  const float t = (e - 1.0f) / (e + 1.0f);
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(t) | (bits & 0x80000000u));
+}
+
+RK_VECTOR_CLONES void gelu_forward_f32(float* out, const float* in, std::size_t n) noexcept {
+  using g = gelu_constants<float>;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    const float u = g::k * (x + g::c * x * x * x);
+    out[i] = 0.5f * x * (1.0f + tanh_f32(u));
+  }
+}
+
+// din may alias dout; each element is read before it is written.
+RK_VECTOR_CLONES void gelu_backward_f32(float* din, const float* in, const float* dout, std::size_t n) noexcept {
+  using g = gelu_constants<float>;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float x = in[i];
+    const float u = g::k * (x + g::c * x * x * x);
+    const float th = tanh_f32(u);
+    const float du = g::k * (1.0f + 3.0f * g::c * x * x);
+    const float grad = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * du;
+    din[i] = grad * dout[i];
+  }
+}
+
+// x[i] = exp(x[i] - shift).
+RK_VECTOR_CLONES void exp_shifted_f32(float* x, std::size_t n, float shift) noexcept {
+  for (std::size_t i = 0; i < n; ++i)
+    x[i] = exp_f32(x[i] - shift);
+}
+
+RK_VECTOR_CLONES void adamw_f32(float* __restrict params, const float* __restrict grads, float* __restrict m,
+                                float* __restrict v, std::size_t n, adamw_step s) noexcept {
+  const float one_b1 = 1.0f - s.beta1;
+  const float one_b2 = 1.0f - s.beta2;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = grads[i] * s.grad_scale;
+    const float mi = s.beta1 * m[i] + one_b1 * g;
+    const float vi = s.beta2 * v[i] + one_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float update = (mi / s.correction1) / (std::sqrt(vi / s.correction2) + s.epsilon);
+    params[i] -= s.lr * (update + s.weight_decay * params[i]);
+  }
+}
 
 }  // namespace
 
@@ -198,11 +279,15 @@ void cpu_ops<T>::attention_forward(T* out, T* att, const T* qkv, std::size_t bat
         T max = row[0];
         for (std::size_t j = 1; j <= t; ++j)
           max = std::max(max, row[j]);
-        T total = 0;
-        for (std::size_t j = 0; j <= t; ++j) {
-          row[j] = std::exp(row[j] - max);
-          total += row[j];
+        if constexpr (std::is_same_v<T, float>) {
+          exp_shifted_f32(row, t + 1, max);
+        } else {
+          for (std::size_t j = 0; j <= t; ++j)
+            row[j] = std::exp(row[j] - max);
         }
+        T total = 0;
+        for (std::size_t j = 0; j <= t; ++j)
+          total += row[j];
         const T inv = T{1} / total;
         for (std::size_t j = 0; j <= t; ++j)
           row[j] *= inv;
@@ -254,21 +339,29 @@ void cpu_ops<T>::attention_backward(T* dqkv, const T* dout, const T* qkv, const 
 
 template <class T>
 void cpu_ops<T>::gelu_forward(T* out, const T* in, std::size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    gelu_forward_f32(out, in, n);
+    return;
+  }
   using g = gelu_constants<T>;
   for (std::size_t i = 0; i < n; ++i) {
     const T x = in[i];
     const T u = g::k * (x + g::c * x * x * x);
-    out[i] = T{0.5} * x * (T{1} + gelu_tanh(u));
+    out[i] = T{0.5} * x * (T{1} + std::tanh(u));
   }
 }
 
 template <class T>
 void cpu_ops<T>::gelu_backward(T* din, const T* in, const T* dout, std::size_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    gelu_backward_f32(din, in, dout, n);
+    return;
+  }
   using g = gelu_constants<T>;
   for (std::size_t i = 0; i < n; ++i) {
     const T x = in[i];
     const T u = g::k * (x + g::c * x * x * x);
-    const T th = gelu_tanh(u);
+    const T th = std::tanh(u);
     const T du = g::k * (T{1} + T{3} * g::c * x * x);
     const T grad = T{0.5} * (T{1} + th) + T{0.5} * x * (T{1} - th * th) * du;
     din[i] = grad * dout[i];
@@ -354,6 +447,10 @@ void cpu_ops<T>::zero(T* x, std::size_t n) {
 
 template <class T>
 void cpu_ops<T>::adamw(T* params, const T* grads, T* m, T* v, std::size_t n, const adamw_step& s) {
+  if constexpr (std::is_same_v<T, float>) {
+    adamw_f32(params, grads, m, v, n, s);
+    return;
+  }
   const T b1 = s.beta1;
   const T b2 = s.beta2;
   const T one_b1 = T{1} - b1;

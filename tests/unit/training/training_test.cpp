@@ -150,16 +150,22 @@ TEST(training, export_and_import_continue_bitwise_identically) {
 }
 
 TEST(training, loss_falls_on_the_synthetic_corpus) {
+  auto spec = tiny_spec();
+  spec.job.steps = 300;
+  spec.job.global_batch = 16;
+  spec.model.width = 64;
+  spec.optimizer.learning_rate = 6e-3;
+  spec.optimizer.min_learning_rate = 6e-4;
   const auto start = std::chrono::steady_clock::now();
-  const auto runs = train(tiny_spec(), {.world = 2, .steps = 200});
+  const auto runs = train(spec, {.world = 2, .steps = spec.job.steps});
   const auto& losses = runs[0].losses;
   std::printf("synthetic: first loss %.3f, mean of the last 10 %.3f, %.1f s\n", losses.front(),
               mean_of_last(losses, 10),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   EXPECT_NEAR(losses.front(), std::log(256.0), 0.15);
-  // The tiny model learns the characters and common words: from ln(256) ≈ 5.55 to below 3.
-  EXPECT_LT(mean_of_last(losses, 10), 3.0);
-  EXPECT_LT(losses[100], losses.front() - 2.0);
+  // From ln(256) ≈ 5.55 (uniform over bytes) the model learns the characters, then the words.
+  EXPECT_LT(losses[100], 3.0);
+  EXPECT_LT(mean_of_last(losses, 10), 2.2);
 }
 
 TEST(training, loss_falls_on_a_text_file) {
