@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/optimizer.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/thread_communicator.hpp"
 #include "training/state.hpp"
@@ -79,6 +80,16 @@ std::vector<rank_run> train(const config::spec& spec, const run_args& args) {
       auto res = (*task)->step();
       ASSERT_TRUE(res.has_value()) << res.error();
       EXPECT_EQ(res->step, (*task)->current_step());
+      EXPECT_GT(res->timings.compute.count(), 0);
+      EXPECT_GT(res->timings.communication.count(), 0);
+      EXPECT_GT(res->timings.optimizer.count(), 0);
+      EXPECT_GT(res->grad_norm, 0.0);
+      kernels::adamw_hyper h;
+      h.learning_rate = spec.optimizer.learning_rate;
+      h.min_learning_rate = spec.optimizer.min_learning_rate;
+      h.warmup_steps = spec.optimizer.warmup_steps;
+      h.total_steps = spec.job.steps;
+      EXPECT_DOUBLE_EQ(res->learning_rate, kernels::learning_rate_at(h, res->step.value() - 1));
       run.losses.push_back(res->loss);
     }
     run.state.resize((*task)->state_size());
