@@ -21,4 +21,14 @@ if out=$("$check" "$tree" 2>&1); then
   echo "RocksDB outside storage/ was accepted"; exit 1
 fi
 grep -q "transport/store.cpp:1: 'transport/' may not include 'rocksdb/db.h'" <<<"$out" || { echo "unexpected report: $out"; exit 1; }
+rm "$tree/transport/store.cpp"
+
+mkdir -p "$tree/training"
+echo '#include "transport/communicator.hpp"' > "$tree/training/step.cpp"
+"$check" "$tree" >/dev/null || { echo "training/ using the communicator interface was rejected"; exit 1; }
+echo '#include "transport/ucx_ring.hpp"' > "$tree/training/ring.cpp"
+if out=$("$check" "$tree" 2>&1); then
+  echo "training/ including a transport implementation was accepted"; exit 1
+fi
+grep -q "training/ring.cpp:1: 'training/' may include only 'transport/communicator.hpp'" <<<"$out" || { echo "unexpected report: $out"; exit 1; }
 echo "layering check fails on planted includes: ok"

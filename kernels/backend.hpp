@@ -1,0 +1,144 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "common/expected.hpp"
+#include "kernels/layout.hpp"
+#include "kernels/optimizer.hpp"
+#include "kernels/shape.hpp"
+
+namespace rekindle::kernels {
+
+/// Where a backend computes.
+enum class device_kind : std::uint8_t {
+  cpu,   ///< host memory, OpenBLAS on the calling thread
+  cuda,  ///< device memory of one GPU, cuBLAS and own kernels
+};
+
+/// "cpu" or "cuda".
+[[nodiscard]] std::string_view to_string(device_kind k) noexcept;
+
+/// Floats in a backend's memory (host for the CPU, device for CUDA). Move-only; frees on
+/// destruction.
+///
+/// Thread-safety: like std::unique_ptr.
+class device_buffer {
+ public:
+  using deleter = void (*)(float*) noexcept;
+
+  device_buffer() noexcept = default;
+  device_buffer(float* data, std::size_t size, deleter free) noexcept : data_(data, free_fn{free}), size_(size) {}
+
+  [[nodiscard]] float* data() noexcept { return data_.get(); }
+  [[nodiscard]] const float* data() const noexcept { return data_.get(); }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  struct free_fn {
+    deleter fn = nullptr;
+    void operator()(float* p) const noexcept {
+      if (fn != nullptr)
+        fn(p);
+    }
+  };
+  std::unique_ptr<float, free_fn> data_{nullptr, free_fn{}};
+  std::size_t size_ = 0;
+};
+
+/// Which device a backend should use.
+struct device_request {
+  enum class kind : std::uint8_t {
+    auto_select,  ///< a GPU when one is present, else the CPU
+    cpu,
+    cuda,  ///< a GPU; an error when there is none
+  };
+  kind type = kind::auto_select;
+  /// CUDA device ordinal; -1 means 0.
+  int index = -1;
+};
+
+/// What the machine offers for CUDA.
+struct cuda_probe {
+  /// Visible GPUs; 0 when there are none or the driver cannot be used.
+  int device_count = 0;
+  /// Why there is no GPU ("no CUDA device: cudaGetDeviceCount returned 35 (...)") or, when there
+  /// is one, the name of device 0.
+  std::string detail;
+};
+
+/// Asks the CUDA runtime for devices. Any error of cudaGetDeviceCount counts as "no GPU" (without
+/// a GPU it returns error 35, "driver version is insufficient"). Builds without CUDA report 0.
+[[nodiscard]] cuda_probe probe_cuda();
+
+struct backend_options {
+  device_request device;
+  model_shape shape;
+  /// Most sequences one forward_backward call takes (the micro-batch). Default: 1.
+  std::uint32_t max_batch = 1;
+};
+
+/// One replica of the transformer on one device: buffers, the forward/backward pass and the
+/// optimizer, with the same results (up to rounding) on every device kind.
+///
+/// Every buffer argument must come from this backend's `allocate`. Host-side spans are ordinary
+/// host memory. Results are bitwise reproducible run to run on the same device kind and machine.
+///
+/// Thread-safety: one thread at a time; distinct backends may be used concurrently.
+class backend {
+ public:
+  virtual ~backend() = default;
+
+  [[nodiscard]] virtual device_kind kind() const noexcept = 0;
+  /// For people: "cpu (OpenBLAS ..., 1 thread)" or "cuda:0 (NVIDIA H200)".
+  [[nodiscard]] virtual std::string describe() const = 0;
+  [[nodiscard]] virtual const param_layout& layout() const noexcept = 0;
+  /// Whether buffers live in host memory (so their data() can be read by host code).
+  [[nodiscard]] bool host_memory() const noexcept { return kind() == device_kind::cpu; }
+
+  /// `count` zeroed floats.
+  [[nodiscard]] virtual expected<device_buffer> allocate(std::size_t count) = 0;
+  /// Copies `src` into `dst` at `offset`. REQUIRES: offset + src.size() <= dst.size().
+  [[nodiscard]] virtual status upload(device_buffer& dst, std::size_t offset, std::span<const float> src) = 0;
+  /// Copies `dst.size()` floats of `src` from `offset`. REQUIRES: offset + dst.size() <= src.size().
+  [[nodiscard]] virtual status download(const device_buffer& src, std::size_t offset, std::span<float> dst) = 0;
+  /// Sets `count` floats from `offset` to zero.
+  [[nodiscard]] virtual status zero(device_buffer& buf, std::size_t offset, std::size_t count) = 0;
+  /// Multiplies `count` floats from `offset` by `factor`.
+  [[nodiscard]] virtual status scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) = 0;
+  /// Σ x² over `count` floats from `offset`, in a fixed order.
+  [[nodiscard]] virtual expected<double> sum_squares(const device_buffer& buf, std::size_t offset,
+                                                     std::size_t count) = 0;
+
+  /// Runs the sequences in `tokens`/`targets` (each batch · seq_len bytes as int32, batch <=
+  /// max_batch), adds `loss_scale` · ∂(mean loss)/∂params to `grads`, and returns the mean loss.
+  [[nodiscard]] virtual expected<double> forward_backward(const device_buffer& params, device_buffer& grads,
+                                                          std::span<const std::int32_t> tokens,
+                                                          std::span<const std::int32_t> targets,
+                                                          float loss_scale) = 0;
+  /// The mean loss of the sequences, without gradients.
+  [[nodiscard]] virtual expected<double> forward(const device_buffer& params, std::span<const std::int32_t> tokens,
+                                                 std::span<const std::int32_t> targets) = 0;
+
+  /// AdamW on parameters [begin, end) of the flat buffer: `grads`, `m` and `v` hold the elements
+  /// of that range from their index 0. Weight decay applies only where the layout says so
+  /// (`step.weight_decay` is used for those, 0 elsewhere).
+  [[nodiscard]] virtual status adamw(device_buffer& params, std::size_t begin, std::size_t end,
+                                     const device_buffer& grads, device_buffer& m, device_buffer& v,
+                                     const adamw_step& step) = 0;
+
+  /// Waits for queued work (a no-op on the CPU); timings call it before reading the clock.
+  [[nodiscard]] virtual status synchronize() = 0;
+};
+
+/// Creates a backend for `options.device`: with `auto_select` a GPU when probe_cuda() finds one,
+/// else the CPU. The CPU backend makes OpenBLAS single-threaded for the process.
+[[nodiscard]] expected<std::unique_ptr<backend>> make_backend(const backend_options& options);
+
+/// The CPU backend regardless of GPUs.
+[[nodiscard]] expected<std::unique_ptr<backend>> make_cpu_backend(const model_shape& shape, std::uint32_t max_batch);
+
+}  // namespace rekindle::kernels

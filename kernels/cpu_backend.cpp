@@ -1,0 +1,142 @@
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/check.hpp"
+#include "kernels/apply_adamw.hpp"
+#include "kernels/backend.hpp"
+#include "kernels/batch_check.hpp"
+#include "kernels/cpu_ops.hpp"
+#include "kernels/transformer.hpp"
+
+namespace rekindle::kernels {
+
+namespace {
+
+void free_host(float* p) noexcept {
+  std::free(p);
+}
+
+status check_range(std::size_t offset, std::size_t count, std::size_t size, const char* what) {
+  if (offset > size || count > size - offset)
+    return status{errc::out_of_range, std::string{what} + ": range [" + std::to_string(offset) + ", " +
+                                          std::to_string(offset + count) + ") exceeds a buffer of " +
+                                          std::to_string(size) + " floats"};
+  return {};
+}
+
+// The CPU backend: cpu_ops<float> driven by transformer<cpu_ops<float>>.
+//
+// Thread-safety: one thread at a time (see backend).
+class cpu_backend final : public backend {
+ public:
+  cpu_backend(const model_shape& shape, std::uint32_t max_batch)
+      : shape_(shape), layout_(shape), max_batch_(max_batch) {}
+
+  status init() {
+    use_single_threaded_blas();
+    auto t = transformer<cpu_ops<float>>::create(ops_, shape_, max_batch_);
+    if (!t)
+      return std::move(t).error();
+    model_.emplace(std::move(t).value());
+    return {};
+  }
+
+  device_kind kind() const noexcept override { return device_kind::cpu; }
+  std::string describe() const override { return "cpu (" + blas_description() + ", 1 thread)"; }
+  const param_layout& layout() const noexcept override { return layout_; }
+
+  expected<device_buffer> allocate(std::size_t count) override {
+    const std::size_t bytes = (std::max<std::size_t>(count, 1) * sizeof(float) + 63) / 64 * 64;
+    auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (p == nullptr)
+      return status{errc::resource_exhausted, "cannot allocate " + std::to_string(bytes) + " bytes of host memory"};
+    std::memset(p, 0, bytes);
+    return device_buffer{p, count, &free_host};
+  }
+
+  status upload(device_buffer& dst, std::size_t offset, std::span<const float> src) override {
+    RK_RETURN_IF_ERROR(check_range(offset, src.size(), dst.size(), "upload"));
+    std::memcpy(dst.data() + offset, src.data(), src.size_bytes());
+    return {};
+  }
+
+  status download(const device_buffer& src, std::size_t offset, std::span<float> dst) override {
+    RK_RETURN_IF_ERROR(check_range(offset, dst.size(), src.size(), "download"));
+    std::memcpy(dst.data(), src.data() + offset, dst.size_bytes());
+    return {};
+  }
+
+  status zero(device_buffer& buf, std::size_t offset, std::size_t count) override {
+    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "zero"));
+    ops_.zero(buf.data() + offset, count);
+    return {};
+  }
+
+  status scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) override {
+    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "scale"));
+    ops_.scale(buf.data() + offset, count, factor);
+    return {};
+  }
+
+  expected<double> sum_squares(const device_buffer& buf, std::size_t offset, std::size_t count) override {
+    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "sum_squares"));
+    return ops_.sum_squares(buf.data() + offset, count);
+  }
+
+  expected<double> forward_backward(const device_buffer& params, device_buffer& grads,
+                                    std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                                    float loss_scale) override {
+    RK_ASSIGN_OR_RETURN(const std::uint32_t batch, check_batch(params, tokens, targets));
+    RK_RETURN_IF_ERROR(check_range(0, layout_.size(), grads.size(), "gradients"));
+    RK_ASSIGN_OR_RETURN(const double loss, model_->forward(params.data(), tokens.data(), targets.data(), batch));
+    RK_RETURN_IF_ERROR(model_->backward(params.data(), grads.data(), loss_scale));
+    return loss;
+  }
+
+  expected<double> forward(const device_buffer& params, std::span<const std::int32_t> tokens,
+                           std::span<const std::int32_t> targets) override {
+    RK_ASSIGN_OR_RETURN(const std::uint32_t batch, check_batch(params, tokens, targets));
+    return model_->forward(params.data(), tokens.data(), targets.data(), batch);
+  }
+
+  status adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
+               device_buffer& m, device_buffer& v, const adamw_step& step) override {
+    if (begin > end)
+      return status{errc::invalid_argument, "adamw: range begins after it ends"};
+    const std::size_t n = end - begin;
+    RK_RETURN_IF_ERROR(check_range(begin, n, params.size(), "adamw parameters"));
+    RK_RETURN_IF_ERROR(check_range(0, n, grads.size(), "adamw gradients"));
+    RK_RETURN_IF_ERROR(check_range(0, n, m.size(), "adamw first moments"));
+    RK_RETURN_IF_ERROR(check_range(0, n, v.size(), "adamw second moments"));
+    apply_adamw(ops_, layout_, params.data(), begin, end, grads.data(), m.data(), v.data(), step);
+    return {};
+  }
+
+  status synchronize() override { return {}; }
+
+ private:
+  expected<std::uint32_t> check_batch(const device_buffer& params, std::span<const std::int32_t> tokens,
+                                      std::span<const std::int32_t> targets) const {
+    return check_model_batch(layout_, max_batch_, params.size(), tokens, targets);
+  }
+
+  model_shape shape_;
+  param_layout layout_;
+  std::uint32_t max_batch_;
+  cpu_ops<float> ops_;
+  std::optional<transformer<cpu_ops<float>>> model_;
+};
+
+}  // namespace
+
+expected<std::unique_ptr<backend>> make_cpu_backend(const model_shape& shape, std::uint32_t max_batch) {
+  RK_RETURN_IF_ERROR(shape.validate(max_batch));
+  auto b = std::make_unique<cpu_backend>(shape, max_batch);
+  RK_RETURN_IF_ERROR(b->init());
+  return std::unique_ptr<backend>{std::move(b)};
+}
+
+}  // namespace rekindle::kernels

@@ -1,0 +1,22 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "common/expected.hpp"
+#include "kernels/backend.hpp"
+
+#if REKINDLE_WITH_CUDA
+namespace rekindle::kernels {
+
+/// The CUDA backend on device `index`: cuda::ops driven by transformer<cuda::ops>.
+[[nodiscard]] expected<std::unique_ptr<backend>> make_cuda_backend(int index, const model_shape& shape,
+                                                                   std::uint32_t max_batch);
+
+namespace cuda {
+/// See probe_cuda().
+[[nodiscard]] cuda_probe probe();
+}  // namespace cuda
+
+}  // namespace rekindle::kernels
+#endif

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.hpp"
+
+namespace rekindle::kernels {
+
+/// Tokens are bytes: the vocabulary has 256 entries.
+inline constexpr std::uint32_t vocab_size = 256;
+
+/// The shape of the built-in decoder-only transformer.
+///
+/// A plain value so kernels/ need not know the configuration format; training/ fills it from
+/// `config::model_spec`. Thread-safety: a plain value.
+struct model_shape {
+  /// Transformer blocks. Default: 4.
+  std::uint32_t layers = 4;
+  /// Attention heads per block; must divide width. Default: 4.
+  std::uint32_t heads = 4;
+  /// Embedding width (channels). Default: 128.
+  std::uint32_t width = 128;
+  /// Tokens per sequence (context length). Default: 64.
+  std::uint32_t seq_len = 64;
+
+  /// Channels per attention head. REQUIRES: validate().ok().
+  [[nodiscard]] std::uint32_t head_dim() const noexcept { return width / heads; }
+
+  /// Checks that every field is positive, heads divides width and the sizes fit the kernels'
+  /// 32-bit indexing for batches of `max_batch` sequences.
+  [[nodiscard]] status validate(std::uint32_t max_batch = 1) const;
+
+  bool operator==(const model_shape&) const = default;
+};
+
+/// Floating-point operations of one training step (forward and backward) per token, counted
+/// analytically from the matrix products only (see docs/MODEL.md):
+/// `72·L·C² + 6·V·C + 12·L·T·C`.
+[[nodiscard]] double training_flops_per_token(const model_shape& shape) noexcept;
+
+}  // namespace rekindle::kernels

@@ -1,0 +1,379 @@
+#include "training/training_task.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernels/optimizer.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "tests/support/thread_communicator.hpp"
+#include "training/state.hpp"
+
+namespace rekindle::training {
+namespace {
+
+using bytes = std::vector<std::byte>;
+
+// A model small enough for hundreds of steps in a unit test.
+config::spec tiny_spec() {
+  config::spec s;
+  s.job.steps = 200;
+  s.job.global_batch = 8;
+  s.job.micro_batch = 2;
+  s.job.seed = 7;
+  s.model.layers = 2;
+  s.model.heads = 2;
+  s.model.width = 32;
+  s.model.seq_len = 32;
+  s.optimizer.learning_rate = 1e-2;
+  s.optimizer.min_learning_rate = 1e-3;
+  s.optimizer.warmup_steps = 10;
+  return s;
+}
+
+task_options cpu_options(std::vector<std::uint32_t> counts = {}) {
+  task_options o;
+  o.device.type = kernels::device_request::kind::cpu;
+  o.micro_batches_per_rank = std::move(counts);
+  return o;
+}
+
+struct rank_run {
+  std::vector<double> losses;
+  bytes state;
+};
+
+struct run_args {
+  int world = 1;
+  std::uint64_t steps = 0;
+  // States to import first: all given to every rank, or (own_only) rank r gets restore[r].
+  const std::vector<bytes>* restore = nullptr;
+  bool own_only = false;
+  std::vector<std::uint32_t> counts;
+};
+
+// Trains `args.steps` steps on `args.world` ranks (threads) and exports every rank's state.
+std::vector<rank_run> train(const config::spec& spec, const run_args& args) {
+  testing::thread_group group(args.world);
+  std::vector<rank_run> runs(static_cast<std::size_t>(args.world));
+  group.run([&](int r, transport::communicator& comm) {
+    auto task = make_training_task(spec, r, args.world, comm, cpu_options(args.counts));
+    ASSERT_TRUE(task.has_value()) << task.error();
+    if (args.restore != nullptr) {
+      std::vector<std::span<const std::byte>> in;
+      if (args.own_only)
+        in.emplace_back((*args.restore)[static_cast<std::size_t>(r)]);
+      else
+        for (const auto& b : *args.restore)
+          in.emplace_back(b);
+      const status s = (*task)->import_state(in);
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    auto& run = runs[static_cast<std::size_t>(r)];
+    for (std::uint64_t i = 0; i < args.steps; ++i) {
+      auto res = (*task)->step();
+      ASSERT_TRUE(res.has_value()) << res.error();
+      EXPECT_EQ(res->step, (*task)->current_step());
+      EXPECT_GT(res->timings.compute.count(), 0);
+      EXPECT_GT(res->timings.communication.count(), 0);
+      EXPECT_GT(res->timings.optimizer.count(), 0);
+      EXPECT_GT(res->grad_norm, 0.0);
+      kernels::adamw_hyper h;
+      h.learning_rate = spec.optimizer.learning_rate;
+      h.min_learning_rate = spec.optimizer.min_learning_rate;
+      h.warmup_steps = spec.optimizer.warmup_steps;
+      h.total_steps = spec.job.steps;
+      EXPECT_DOUBLE_EQ(res->learning_rate, kernels::learning_rate_at(h, res->step.value() - 1));
+      run.losses.push_back(res->loss);
+    }
+    run.state.resize((*task)->state_size());
+    const status s = (*task)->export_state(run.state);
+    ASSERT_TRUE(s.ok()) << s;
+  });
+  return runs;
+}
+
+std::vector<bytes> states_of(const std::vector<rank_run>& runs) {
+  std::vector<bytes> out;
+  for (const auto& r : runs)
+    out.push_back(r.state);
+  return out;
+}
+
+void expect_same_loss_on_every_rank(const std::vector<rank_run>& runs) {
+  for (const auto& r : runs)
+    EXPECT_EQ(r.losses, runs[0].losses);
+}
+
+double mean_of_last(const std::vector<double>& v, std::size_t n) {
+  return std::accumulate(v.end() - static_cast<std::ptrdiff_t>(n), v.end(), 0.0) / static_cast<double>(n);
+}
+
+// The optimizer moments of all ranks, concatenated in rank order (the padded flat buffer).
+std::vector<float> moments(const std::vector<bytes>& states, bool second) {
+  std::vector<float> out;
+  for (const auto& s : states) {
+    auto v = parse_state(s);
+    EXPECT_TRUE(v.has_value()) << v.error();
+    const auto sec = second ? v->v : v->m;
+    const auto* f = reinterpret_cast<const float*>(sec.data());
+    out.insert(out.end(), f, f + sec.size() / sizeof(float));
+  }
+  return out;
+}
+
+TEST(training, same_seed_gives_bitwise_identical_losses_with_1_2_and_3_ranks) {
+  const auto spec = tiny_spec();
+  for (int world : {1, 2, 3}) {
+    SCOPED_TRACE("world " + std::to_string(world));
+    const auto a = train(spec, {.world = world, .steps = 6});
+    const auto b = train(spec, {.world = world, .steps = 6});
+    ASSERT_EQ(a.size(), static_cast<std::size_t>(world));
+    expect_same_loss_on_every_rank(a);
+    EXPECT_EQ(a[0].losses, b[0].losses);
+    for (std::size_t r = 0; r < a.size(); ++r)
+      EXPECT_TRUE(a[r].state == b[r].state) << "state of rank " << r << " differs between runs";
+    // The model is learning: later steps are below the first.
+    EXPECT_LT(a[0].losses.back(), a[0].losses.front());
+  }
+}
+
+TEST(training, export_and_import_continue_bitwise_identically) {
+  const auto spec = tiny_spec();
+  const auto straight = train(spec, {.world = 2, .steps = 8});
+  const auto first = train(spec, {.world = 2, .steps = 4});
+  const auto saved = states_of(first);
+  for (bool own_only : {false, true}) {
+    SCOPED_TRACE(own_only ? "each rank imports its own buffer" : "each rank gets all buffers");
+    const auto second = train(spec, {.world = 2, .steps = 4, .restore = &saved, .own_only = own_only});
+    std::vector<double> joined = first[0].losses;
+    joined.insert(joined.end(), second[0].losses.begin(), second[0].losses.end());
+    EXPECT_EQ(joined, straight[0].losses);
+    for (std::size_t r = 0; r < 2; ++r)
+      EXPECT_TRUE(second[r].state == straight[r].state) << "final state of rank " << r;
+  }
+}
+
+TEST(training, loss_falls_on_the_synthetic_corpus) {
+  auto spec = tiny_spec();
+  spec.job.steps = 300;
+  spec.job.global_batch = 16;
+  spec.model.width = 64;
+  spec.optimizer.learning_rate = 6e-3;
+  spec.optimizer.min_learning_rate = 6e-4;
+  const auto start = std::chrono::steady_clock::now();
+  const auto runs = train(spec, {.world = 2, .steps = spec.job.steps});
+  const auto& losses = runs[0].losses;
+  std::printf("synthetic: first loss %.3f, mean of the last 10 %.3f, %.1f s\n", losses.front(),
+              mean_of_last(losses, 10),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  EXPECT_NEAR(losses.front(), std::log(256.0), 0.15);
+  // From ln(256) ≈ 5.55 (uniform over bytes) the model learns the characters, then the words.
+  EXPECT_LT(losses[100], 3.0);
+  EXPECT_LT(mean_of_last(losses, 10), 2.2);
+}
+
+TEST(training, loss_falls_on_a_text_file) {
+  testing::temp_dir dir;
+  std::string text;
+  const char* const lines[] = {"A rolling stone gathers no moss.", "The early bird catches the worm.",
+                               "Every cloud has a silver lining.", "Still waters run deep."};
+  for (int i = 0; i < 400; ++i)
+    text += std::string(lines[(i * 7) % 4]) + (i % 3 == 0 ? "\n" : " ");
+  auto spec = tiny_spec();
+  spec.job.data = (dir.path() / "proverbs.txt").string();
+  spec.job.data_file = dir.write("proverbs.txt", text);
+  const auto runs = train(spec, {.world = 1, .steps = 150});
+  const auto& losses = runs[0].losses;
+  std::printf("text file: first loss %.3f, mean of the last 10 %.3f\n", losses.front(), mean_of_last(losses, 10));
+  EXPECT_NEAR(losses.front(), std::log(256.0), 0.15);
+  EXPECT_LT(mean_of_last(losses, 10), 2.0);
+}
+
+TEST(training, global_batch_is_independent_of_the_world_size) {
+  const auto spec = tiny_spec();  // 4 micro-batches per step
+  const auto one = train(spec, {.world = 1, .steps = 5});
+  for (int world : {2, 4}) {
+    const auto many = train(spec, {.world = world, .steps = 5});
+    expect_same_loss_on_every_rank(many);
+    for (std::size_t i = 0; i < 5; ++i)
+      EXPECT_NEAR(many[0].losses[i], one[0].losses[i], 1e-5 * one[0].losses[i]) << "world " << world << " step " << i;
+  }
+  // Uneven shares (a faster rank takes three micro-batches) are the same step up to rounding.
+  const auto uneven = train(spec, {.world = 2, .steps = 5, .counts = {3, 1}});
+  for (std::size_t i = 0; i < 5; ++i)
+    EXPECT_NEAR(uneven[0].losses[i], one[0].losses[i], 1e-5 * one[0].losses[i]) << "step " << i;
+}
+
+TEST(training, restoring_into_another_world_size_reshards_and_continues) {
+  const auto spec = tiny_spec();
+  const auto straight = train(spec, {.world = 2, .steps = 8});
+  const auto first = train(spec, {.world = 2, .steps = 4});
+  const auto saved = states_of(first);
+  for (int world : {3, 1}) {
+    SCOPED_TRACE("2 ranks -> " + std::to_string(world));
+    // Moments after import, before any step, are the old ones re-cut at the new boundaries.
+    const auto moved = train(spec, {.world = world, .steps = 0, .restore = &saved});
+    for (bool second : {false, true}) {
+      auto before = moments(saved, second), after = moments(states_of(moved), second);
+      const std::size_t common = std::min(before.size(), after.size());
+      EXPECT_TRUE(std::equal(before.begin(), before.begin() + static_cast<std::ptrdiff_t>(common), after.begin()));
+      for (std::size_t i = common; i < after.size(); ++i)
+        EXPECT_EQ(after[i], 0.0f);  // new padding
+    }
+    auto p_old = parse_state(saved[0]), p_new = parse_state(moved[0].state);
+    ASSERT_TRUE(p_old && p_new);
+    EXPECT_EQ(p_new->header.step, 4u);
+    EXPECT_EQ(p_new->header.world_size, static_cast<std::uint32_t>(world));
+    EXPECT_TRUE(std::equal(p_old->params.begin(), p_old->params.end(), p_new->params.begin()));
+    // Training on gives the same losses up to float rounding (the sums group differently).
+    const auto cont = train(spec, {.world = world, .steps = 4, .restore = &saved});
+    expect_same_loss_on_every_rank(cont);
+    for (std::size_t i = 0; i < 4; ++i)
+      EXPECT_NEAR(cont[0].losses[i], straight[0].losses[4 + i], 1e-5 * straight[0].losses[4 + i]) << i;
+  }
+}
+
+class state_errors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = states_of(train(spec_, {.world = 2, .steps = 2}));
+  }
+
+  // Imports `buffers` into a fresh rank 0 of `world` ranks; returns the status.
+  status import_into(const std::vector<bytes>& buffers, int world = 2, const config::spec* spec = nullptr) {
+    testing::thread_group group(world);
+    auto task = make_training_task(spec != nullptr ? *spec : spec_, 0, world, group.rank(0), cpu_options());
+    EXPECT_TRUE(task.has_value());
+    if (!task)
+      return task.error();
+    std::vector<std::span<const std::byte>> in(buffers.begin(), buffers.end());
+    const status s = (*task)->import_state(in);
+    if (!s.ok()) {
+      EXPECT_EQ((*task)->current_step(), step_t{0}) << "a failed import changed the task";
+    }
+    return s;
+  }
+
+  config::spec spec_ = tiny_spec();
+  std::vector<bytes> saved_;
+};
+
+TEST_F(state_errors, a_valid_set_imports) {
+  EXPECT_TRUE(import_into(saved_).ok());
+  EXPECT_TRUE(import_into({saved_[0]}).ok());
+}
+
+TEST_F(state_errors, a_corrupt_parameter_byte_names_the_section_and_its_bytes) {
+  auto bad = saved_;
+  const auto view = parse_state(bad[1]);
+  ASSERT_TRUE(view.has_value());
+  const std::size_t at = view->header.params_offset + 1000;
+  bad[1][at] ^= std::byte{0x10};
+  const status s = import_into(bad);
+  EXPECT_EQ(s.code(), errc::data_loss) << s;
+  const std::string range = "bytes [" + std::to_string(view->header.params_offset) + ", " +
+                            std::to_string(view->header.params_offset + view->header.param_count * 4) + ")";
+  EXPECT_NE(s.message().find("state buffer 1: section 'parameters' (" + range), std::string::npos) << s;
+}
+
+TEST_F(state_errors, a_corrupt_moment_byte_names_its_section) {
+  auto bad = saved_;
+  const auto view = parse_state(bad[0]);
+  ASSERT_TRUE(view.has_value());
+  bad[0][view->header.v_offset + 7] ^= std::byte{1};
+  const status s = import_into({bad[0]});
+  EXPECT_EQ(s.code(), errc::data_loss);
+  EXPECT_NE(s.message().find("section 'optimizer second moments (v)' (bytes [" + std::to_string(view->header.v_offset)),
+            std::string::npos)
+      << s;
+}
+
+TEST_F(state_errors, a_corrupt_header_byte_fails_the_header_checksum) {
+  auto bad = saved_;
+  bad[0][state_field_offset("width")] ^= std::byte{0x40};
+  const status s = import_into({bad[0]});
+  EXPECT_EQ(s.code(), errc::data_loss);
+  EXPECT_NE(s.message().find("field 'header_checksum' (byte offset 160)"), std::string::npos) << s;
+}
+
+TEST_F(state_errors, wrong_magic_truncation_and_foreign_jobs_are_named) {
+  auto bad = saved_[0];
+  bad[2] = std::byte{'X'};
+  status s = import_into({bad});
+  EXPECT_NE(s.message().find("field 'magic' (byte offset 0)"), std::string::npos) << s;
+
+  bytes cut(saved_[0].begin(), saved_[0].end() - 1);
+  s = import_into({cut});
+  EXPECT_NE(s.message().find("field 'total_bytes' (byte offset 128)"), std::string::npos) << s;
+  bytes tiny(saved_[0].begin(), saved_[0].begin() + 100);
+  s = import_into({tiny});
+  EXPECT_NE(s.message().find("fewer than the 256-byte header"), std::string::npos) << s;
+
+  auto wider = spec_;
+  wider.model.width = 48;
+  s = import_into({saved_[0]}, 2, &wider);
+  EXPECT_EQ(s.code(), errc::invalid_argument);
+  EXPECT_NE(s.message().find("field 'width' (byte offset 24): the state has 32, this job has 48"), std::string::npos)
+      << s;
+
+  auto reseeded = spec_;
+  reseeded.job.seed = 8;
+  s = import_into({saved_[0]}, 2, &reseeded);
+  EXPECT_NE(s.message().find("field 'seed' (byte offset 88)"), std::string::npos) << s;
+}
+
+TEST_F(state_errors, resharding_needs_every_old_rank_once) {
+  status s = import_into({saved_[0]}, 3);
+  EXPECT_NE(s.message().find("rank 1 is missing"), std::string::npos) << s;
+  s = import_into({saved_[0], saved_[0]}, 3);
+  EXPECT_NE(s.message().find("repeats rank 0"), std::string::npos) << s;
+  // Buffers of different steps are not one snapshot.
+  const auto later = states_of(train(spec_, {.world = 2, .steps = 3}));
+  s = import_into({saved_[0], later[1]}, 3);
+  EXPECT_NE(s.message().find("field 'step' (byte offset 80) is 3 but 2 in state buffer 0"), std::string::npos) << s;
+}
+
+TEST(training, creation_errors_are_precise) {
+  testing::thread_group group(2);
+  auto spec = tiny_spec();
+  auto t = make_training_task(spec, 1, 2, group.rank(0), cpu_options());
+  ASSERT_FALSE(t.has_value());
+  EXPECT_NE(t.error().message().find("communicator is rank 0 of 2"), std::string::npos) << t.error();
+  t = make_training_task(spec, 0, 2, group.rank(0), cpu_options({3, 2}));
+  ASSERT_FALSE(t.has_value());
+  EXPECT_NE(t.error().message().find("sums to 5, a step has 4"), std::string::npos) << t.error();
+  spec.job.data = "/nonexistent/corpus.txt";
+  t = make_training_task(spec, 0, 2, group.rank(0), cpu_options());
+  ASSERT_FALSE(t.has_value());
+  EXPECT_NE(t.error().message().find("does not exist"), std::string::npos) << t.error();
+  auto ok = make_training_task(tiny_spec(), 0, 2, group.rank(0), cpu_options());
+  ASSERT_TRUE(ok.has_value());
+  bytes small((*ok)->state_size() - 1);
+  EXPECT_EQ((*ok)->export_state(small).code(), errc::invalid_argument);
+}
+
+TEST(training, equal_split_puts_the_remainder_first) {
+  EXPECT_EQ(equal_split(4, 2), (std::vector<std::uint32_t>{2, 2}));
+  EXPECT_EQ(equal_split(5, 3), (std::vector<std::uint32_t>{2, 2, 1}));
+  EXPECT_EQ(equal_split(2, 3), (std::vector<std::uint32_t>{1, 1, 0}));
+}
+
+TEST(training, a_failed_collective_is_reported_not_hung) {
+  testing::thread_group group(2, std::chrono::milliseconds{200});
+  auto task = make_training_task(tiny_spec(), 0, 2, group.rank(0), cpu_options());
+  ASSERT_TRUE(task.has_value());
+  auto r = (*task)->step();  // rank 1 never joins
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), errc::timeout);
+  EXPECT_NE(r.error().message().find("step 0: reduce_scatter of the gradient"), std::string::npos) << r.error();
+}
+
+}  // namespace
+}  // namespace rekindle::training

@@ -1,0 +1,245 @@
+#include "training/state.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <tuple>
+#include <string>
+
+#include "common/check.hpp"
+
+namespace rekindle::training {
+
+namespace {
+
+constexpr std::array<char, 8> magic = {'R', 'K', 'S', 'T', 'A', 'T', 'E', '\0'};
+constexpr std::size_t header_checksum_offset = 160;
+constexpr std::size_t chunk_bytes = 256 * 1024;
+
+struct field {
+  std::string_view name;
+  std::size_t offset;
+  std::size_t size;
+};
+
+constexpr std::array<field, 26> fields = {{
+    {"magic", 0, 8},
+    {"version", 8, 4},
+    {"header_bytes", 12, 4},
+    {"layers", 16, 4},
+    {"heads", 20, 4},
+    {"width", 24, 4},
+    {"seq_len", 28, 4},
+    {"vocab", 32, 4},
+    {"world_size", 36, 4},
+    {"rank", 40, 4},
+    {"reserved", 44, 4},
+    {"param_count", 48, 8},
+    {"padded_count", 56, 8},
+    {"shard_begin", 64, 8},
+    {"shard_end", 72, 8},
+    {"step", 80, 8},
+    {"seed", 88, 8},
+    {"data_fingerprint", 96, 8},
+    {"params_offset", 104, 8},
+    {"m_offset", 112, 8},
+    {"v_offset", 120, 8},
+    {"total_bytes", 128, 8},
+    {"params_checksum", 136, 8},
+    {"m_checksum", 144, 8},
+    {"v_checksum", 152, 8},
+    {"header_checksum", 160, 8},
+}};
+
+constexpr std::uint64_t align64(std::uint64_t x) noexcept {
+  return (x + 63) / 64 * 64;
+}
+
+template <class U>
+void put(std::span<std::byte> out, std::string_view name, U value) noexcept {
+  // Little-endian on every platform rekindle builds for; memcpy keeps it alignment-free.
+  std::memcpy(out.data() + state_field_offset(name), &value, sizeof value);
+}
+
+template <class U>
+U get(std::span<const std::byte> in, std::string_view name) noexcept {
+  U value;
+  std::memcpy(&value, in.data() + state_field_offset(name), sizeof value);
+  return value;
+}
+
+std::string hex(std::uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+status field_error(std::string_view name, const std::string& what) {
+  return status{errc::data_loss,
+                "field '" + std::string{name} + "' (byte offset " + std::to_string(state_field_offset(name)) + "): " + what};
+}
+
+struct xxh_state_deleter {
+  void operator()(XXH64_state_t* s) const noexcept { XXH64_freeState(s); }
+};
+
+}  // namespace
+
+std::size_t state_field_offset(std::string_view name) {
+  for (const auto& f : fields)
+    if (f.name == name)
+      return f.offset;
+  RK_CHECK(false, "no state header field named '", name, "'");
+  return 0;
+}
+
+void set_state_layout(state_header& h) noexcept {
+  h.params_offset = state_header_bytes;
+  h.m_offset = align64(h.params_offset + h.param_count * sizeof(float));
+  h.v_offset = align64(h.m_offset + h.shard_size() * sizeof(float));
+  h.total_bytes = h.v_offset + h.shard_size() * sizeof(float);
+}
+
+void write_state_header(const state_header& h, std::span<std::byte> out) noexcept {
+  std::memset(out.data(), 0, state_header_bytes);
+  std::memcpy(out.data(), magic.data(), magic.size());
+  put(out, "version", h.version);
+  put(out, "header_bytes", static_cast<std::uint32_t>(state_header_bytes));
+  put(out, "layers", h.layers);
+  put(out, "heads", h.heads);
+  put(out, "width", h.width);
+  put(out, "seq_len", h.seq_len);
+  put(out, "vocab", h.vocab);
+  put(out, "world_size", h.world_size);
+  put(out, "rank", h.rank);
+  put(out, "param_count", h.param_count);
+  put(out, "padded_count", h.padded_count);
+  put(out, "shard_begin", h.shard_begin);
+  put(out, "shard_end", h.shard_end);
+  put(out, "step", h.step);
+  put(out, "seed", h.seed);
+  put(out, "data_fingerprint", h.data_fingerprint);
+  put(out, "params_offset", h.params_offset);
+  put(out, "m_offset", h.m_offset);
+  put(out, "v_offset", h.v_offset);
+  put(out, "total_bytes", h.total_bytes);
+  put(out, "params_checksum", h.params_checksum);
+  put(out, "m_checksum", h.m_checksum);
+  put(out, "v_checksum", h.v_checksum);
+  put(out, "header_checksum", XXH64(out.data(), header_checksum_offset, 0));
+}
+
+std::uint64_t copy_and_hash(std::span<std::byte> dst, std::span<const std::byte> src) {
+  RK_CHECK_GE(dst.size(), src.size());
+  std::unique_ptr<XXH64_state_t, xxh_state_deleter> st(XXH64_createState());
+  RK_CHECK(st != nullptr, "XXH64_createState failed");
+  XXH64_reset(st.get(), 0);
+  for (std::size_t at = 0; at < src.size(); at += chunk_bytes) {
+    const std::size_t n = std::min(chunk_bytes, src.size() - at);
+    std::memcpy(dst.data() + at, src.data() + at, n);
+    XXH64_update(st.get(), dst.data() + at, n);
+  }
+  return XXH64_digest(st.get());
+}
+
+std::uint64_t hash_of(std::span<const std::byte> bytes) noexcept {
+  return XXH64(bytes.data(), bytes.size(), 0);
+}
+
+expected<state_view> parse_state(std::span<const std::byte> buf) {
+  if (buf.size() < state_header_bytes)
+    return status{errc::data_loss, "the buffer holds " + std::to_string(buf.size()) + " bytes, fewer than the " +
+                                       std::to_string(state_header_bytes) + "-byte header"};
+  if (std::memcmp(buf.data(), magic.data(), magic.size()) != 0)
+    return field_error("magic", "not a rekindle training state (expected \"RKSTATE\")");
+  state_header h;
+  h.version = get<std::uint32_t>(buf, "version");
+  if (h.version != state_version)
+    return field_error("version", "format version " + std::to_string(h.version) + ", this build reads version " +
+                                      std::to_string(state_version));
+  if (const auto hb = get<std::uint32_t>(buf, "header_bytes"); hb != state_header_bytes)
+    return field_error("header_bytes", "header of " + std::to_string(hb) + " bytes, expected " +
+                                           std::to_string(state_header_bytes));
+  const std::uint64_t stored = get<std::uint64_t>(buf, "header_checksum");
+  const std::uint64_t computed = XXH64(buf.data(), header_checksum_offset, 0);
+  if (stored != computed)
+    return field_error("header_checksum", "header bytes [0, " + std::to_string(header_checksum_offset) +
+                                              ") hash to " + hex(computed) + " but " + hex(stored) +
+                                              " is stored: the header is corrupt");
+  h.layers = get<std::uint32_t>(buf, "layers");
+  h.heads = get<std::uint32_t>(buf, "heads");
+  h.width = get<std::uint32_t>(buf, "width");
+  h.seq_len = get<std::uint32_t>(buf, "seq_len");
+  h.vocab = get<std::uint32_t>(buf, "vocab");
+  h.world_size = get<std::uint32_t>(buf, "world_size");
+  h.rank = get<std::uint32_t>(buf, "rank");
+  h.param_count = get<std::uint64_t>(buf, "param_count");
+  h.padded_count = get<std::uint64_t>(buf, "padded_count");
+  h.shard_begin = get<std::uint64_t>(buf, "shard_begin");
+  h.shard_end = get<std::uint64_t>(buf, "shard_end");
+  h.step = get<std::uint64_t>(buf, "step");
+  h.seed = get<std::uint64_t>(buf, "seed");
+  h.data_fingerprint = get<std::uint64_t>(buf, "data_fingerprint");
+  h.params_offset = get<std::uint64_t>(buf, "params_offset");
+  h.m_offset = get<std::uint64_t>(buf, "m_offset");
+  h.v_offset = get<std::uint64_t>(buf, "v_offset");
+  h.total_bytes = get<std::uint64_t>(buf, "total_bytes");
+  h.params_checksum = get<std::uint64_t>(buf, "params_checksum");
+  h.m_checksum = get<std::uint64_t>(buf, "m_checksum");
+  h.v_checksum = get<std::uint64_t>(buf, "v_checksum");
+
+  // A header that passes its checksum was written by a writer; these checks catch a writer that
+  // disagrees with this reader about the layout.
+  if (h.world_size == 0)
+    return field_error("world_size", "is 0");
+  if (h.rank >= h.world_size)
+    return field_error("rank", "rank " + std::to_string(h.rank) + " is not below world_size " +
+                                   std::to_string(h.world_size));
+  const std::uint64_t padded = (h.param_count + h.world_size - 1) / h.world_size * h.world_size;
+  if (h.padded_count != padded)
+    return field_error("padded_count", std::to_string(h.padded_count) + " is not param_count " +
+                                           std::to_string(h.param_count) + " rounded up to a multiple of " +
+                                           std::to_string(h.world_size));
+  const std::uint64_t shard = padded / h.world_size;
+  if (h.shard_begin != h.rank * shard)
+    return field_error("shard_begin", std::to_string(h.shard_begin) + ", rank " + std::to_string(h.rank) +
+                                          "'s shard begins at " + std::to_string(h.rank * shard));
+  if (h.shard_end != h.shard_begin + shard)
+    return field_error("shard_end", std::to_string(h.shard_end) + ", rank " + std::to_string(h.rank) +
+                                        "'s shard ends at " + std::to_string(h.shard_begin + shard));
+  state_header want = h;
+  set_state_layout(want);
+  for (const auto& [name, have, expect] :
+       {std::tuple{"params_offset", h.params_offset, want.params_offset},
+        std::tuple{"m_offset", h.m_offset, want.m_offset}, std::tuple{"v_offset", h.v_offset, want.v_offset},
+        std::tuple{"total_bytes", h.total_bytes, want.total_bytes}}) {
+    if (have != expect)
+      return field_error(name, std::to_string(have) + ", the layout puts it at " + std::to_string(expect));
+  }
+  if (buf.size() < h.total_bytes)
+    return field_error("total_bytes", "the state needs " + std::to_string(h.total_bytes) +
+                                          " bytes but the buffer holds " + std::to_string(buf.size()));
+
+  state_view view;
+  view.header = h;
+  view.params = buf.subspan(h.params_offset, h.param_count * sizeof(float));
+  view.m = buf.subspan(h.m_offset, h.shard_size() * sizeof(float));
+  view.v = buf.subspan(h.v_offset, h.shard_size() * sizeof(float));
+  for (const auto& [name, section, offset, sum] :
+       {std::tuple{"parameters", view.params, h.params_offset, h.params_checksum},
+        std::tuple{"optimizer first moments (m)", view.m, h.m_offset, h.m_checksum},
+        std::tuple{"optimizer second moments (v)", view.v, h.v_offset, h.v_checksum}}) {
+    const std::uint64_t got = hash_of(section);
+    if (got != sum)
+      return status{errc::data_loss, std::string{"section '"} + name + "' (bytes [" + std::to_string(offset) + ", " +
+                                         std::to_string(offset + section.size()) + ")) hashes to " + hex(got) +
+                                         " but the header stores " + hex(sum) + ": the data is corrupt"};
+  }
+  return view;
+}
+
+}  // namespace rekindle::training

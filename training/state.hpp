@@ -1,0 +1,112 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "common/expected.hpp"
+
+namespace rekindle::training {
+
+/// The exported training state of one rank: one contiguous byte buffer.
+///
+/// Layout (integers little-endian, floats IEEE float32):
+///
+///   bytes [0, 256)        header (fields below; unused bytes are zero)
+///   params_offset = 256   the full parameter replica, param_count floats
+///   m_offset              AdamW first moments of the rank's shard, shard_end − shard_begin floats
+///   v_offset              AdamW second moments of the shard, as many floats
+///
+/// Sections start at multiples of 64 bytes. The header ends with an xxHash64 of its first 160
+/// bytes; each section has its own xxHash64 in the header, so a corrupt byte is reported with the
+/// section and the byte range that holds it. The data cursor is the step: batches are a pure
+/// function of (seed, step, micro-batch index).
+///
+/// | offset | field | | offset | field |
+/// |---|---|---|---|---|
+/// | 0 | magic "RKSTATE\0" | | 80 | step |
+/// | 8 | version (u32, 1) | | 88 | seed |
+/// | 12 | header_bytes (u32, 256) | | 96 | data_fingerprint |
+/// | 16 | layers | | 104 | params_offset |
+/// | 20 | heads | | 112 | m_offset |
+/// | 24 | width | | 120 | v_offset |
+/// | 28 | seq_len | | 128 | total_bytes |
+/// | 32 | vocab | | 136 | params_checksum |
+/// | 36 | world_size | | 144 | m_checksum |
+/// | 40 | rank | | 152 | v_checksum |
+/// | 44 | reserved (0) | | 160 | header_checksum |
+/// | 48 | param_count (u64) | | | |
+/// | 56 | padded_count | | | |
+/// | 64 | shard_begin | | | |
+/// | 72 | shard_end | | | |
+struct state_header {
+  std::uint32_t version = 1;
+  std::uint32_t layers = 0;
+  std::uint32_t heads = 0;
+  std::uint32_t width = 0;
+  std::uint32_t seq_len = 0;
+  std::uint32_t vocab = 0;
+  std::uint32_t world_size = 0;
+  std::uint32_t rank = 0;
+  /// Floats of the model (unpadded).
+  std::uint64_t param_count = 0;
+  /// param_count rounded up to a multiple of world_size: the ZeRO-1 sharded length.
+  std::uint64_t padded_count = 0;
+  /// The rank's shard [shard_begin, shard_end) of the padded buffer.
+  std::uint64_t shard_begin = 0;
+  std::uint64_t shard_end = 0;
+  /// Optimizer steps applied so far.
+  std::uint64_t step = 0;
+  std::uint64_t seed = 0;
+  /// xxHash64 of the training data.
+  std::uint64_t data_fingerprint = 0;
+  std::uint64_t params_offset = 0;
+  std::uint64_t m_offset = 0;
+  std::uint64_t v_offset = 0;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t params_checksum = 0;
+  std::uint64_t m_checksum = 0;
+  std::uint64_t v_checksum = 0;
+
+  [[nodiscard]] std::uint64_t shard_size() const noexcept { return shard_end - shard_begin; }
+};
+
+/// Size of the header in bytes.
+inline constexpr std::size_t state_header_bytes = 256;
+/// The format version this build writes and reads.
+inline constexpr std::uint32_t state_version = 1;
+
+/// Fills in the section offsets and total_bytes of `h` from param_count and the shard range.
+void set_state_layout(state_header& h) noexcept;
+
+/// Writes `h` (with its header checksum) into the first state_header_bytes of `out`.
+/// REQUIRES: out.size() >= state_header_bytes.
+void write_state_header(const state_header& h, std::span<std::byte> out) noexcept;
+
+/// Copies `src` to `dst` in cache-sized chunks, hashing each chunk while it is hot: one pass.
+/// Returns the xxHash64 of the bytes. REQUIRES: dst.size() >= src.size().
+[[nodiscard]] std::uint64_t copy_and_hash(std::span<std::byte> dst, std::span<const std::byte> src);
+
+/// xxHash64 of `bytes` (seed 0).
+[[nodiscard]] std::uint64_t hash_of(std::span<const std::byte> bytes) noexcept;
+
+/// A checked state buffer: its header and its three sections.
+struct state_view {
+  state_header header;
+  std::span<const std::byte> params;
+  std::span<const std::byte> m;
+  std::span<const std::byte> v;
+};
+
+/// Checks a state buffer and returns its parts. Errors (errc::data_loss) name the field and its
+/// byte offset, or the section and its byte range: a short buffer, a wrong magic or version, a
+/// header that fails its checksum, sizes or shard ranges that contradict each other, a section
+/// that fails its checksum.
+[[nodiscard]] expected<state_view> parse_state(std::span<const std::byte> buffer);
+
+/// The byte offset of a header field by name ("width" → 24), for messages and tests.
+/// REQUIRES: `field` is one of the header's fields.
+[[nodiscard]] std::size_t state_field_offset(std::string_view field);
+
+}  // namespace rekindle::training

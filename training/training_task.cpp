@@ -1,0 +1,426 @@
+#include "training/training_task.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <tuple>
+#include <string>
+
+#include "kernels/layout.hpp"
+#include "kernels/optimizer.hpp"
+#include "training/data.hpp"
+#include "training/state.hpp"
+
+namespace rekindle::training {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+using transport::dtype;
+using transport::reduce_op;
+
+kernels::model_shape shape_of(const config::model_spec& m) {
+  return kernels::model_shape{.layers = m.layers, .heads = m.heads, .width = m.width, .seq_len = m.seq_len};
+}
+
+kernels::adamw_hyper hyper_of(const config::spec& s) {
+  kernels::adamw_hyper h;
+  h.learning_rate = s.optimizer.learning_rate;
+  h.min_learning_rate = s.optimizer.min_learning_rate;
+  h.warmup_steps = s.optimizer.warmup_steps;
+  h.total_steps = s.job.steps;
+  h.weight_decay = s.optimizer.weight_decay;
+  h.beta1 = s.optimizer.beta1;
+  h.beta2 = s.optimizer.beta2;
+  h.epsilon = s.optimizer.epsilon;
+  h.grad_clip = s.optimizer.grad_clip;
+  return h;
+}
+
+expected<corpus> load_corpus(const config::job_spec& job, std::uint32_t seq_len) {
+  if (job.data == "synthetic" && !job.data_file)
+    return corpus::synthetic();
+  return corpus::from_file(job.data_file ? *job.data_file : std::filesystem::path{job.data}, seq_len);
+}
+
+std::chrono::nanoseconds since(steady::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(steady::now() - t);
+}
+
+status mismatch(std::size_t buffer, std::string_view field, std::uint64_t have, std::uint64_t want) {
+  return status{errc::invalid_argument, "state buffer " + std::to_string(buffer) + ": field '" + std::string{field} +
+                                            "' (byte offset " + std::to_string(state_field_offset(field)) +
+                                            "): the state has " + std::to_string(have) + ", this job has " +
+                                            std::to_string(want)};
+}
+
+// The data-parallel ZeRO-1 task (see training_task).
+class data_parallel_task final : public training_task {
+ public:
+  data_parallel_task(const config::spec& spec, int rank, int world, transport::communicator& comm)
+      : shape_(shape_of(spec.model)),
+        hyper_(hyper_of(spec)),
+        seed_(spec.job.seed),
+        micro_batch_(spec.job.micro_batch),
+        micro_batches_(spec.job.global_batch / spec.job.micro_batch),
+        rank_(rank),
+        world_(world),
+        comm_(&comm) {}
+
+  status init(const config::spec& spec, const task_options& options) {
+    std::vector<std::uint32_t> counts = options.micro_batches_per_rank;
+    if (counts.empty())
+      counts = equal_split(micro_batches_, world_);
+    if (counts.size() != static_cast<std::size_t>(world_))
+      return status{errc::invalid_argument, "micro_batches_per_rank has " + std::to_string(counts.size()) +
+                                                " entries for a world of " + std::to_string(world_) + " ranks"};
+    const std::uint64_t total = std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
+    if (total != micro_batches_)
+      return status{errc::invalid_argument, "micro_batches_per_rank sums to " + std::to_string(total) +
+                                                ", a step has " + std::to_string(micro_batches_) +
+                                                " micro-batches (global_batch / micro_batch)"};
+    first_micro_ = std::accumulate(counts.begin(), counts.begin() + rank_, std::uint32_t{0});
+    my_micro_ = counts[static_cast<std::size_t>(rank_)];
+
+    RK_ASSIGN_OR_RETURN(corpus data, load_corpus(spec.job, shape_.seq_len));
+    sampler_.emplace(std::move(data), seed_, shape_.seq_len, micro_batch_);
+
+    kernels::backend_options bo;
+    bo.device = options.device;
+    bo.shape = shape_;
+    bo.max_batch = micro_batch_;
+    RK_ASSIGN_OR_RETURN(backend_, kernels::make_backend(bo));
+
+    params_count_ = backend_->layout().size();
+    const auto w = static_cast<std::size_t>(world_);
+    padded_ = (params_count_ + w - 1) / w * w;
+    shard_ = padded_ / w;
+    begin_ = static_cast<std::size_t>(rank_) * shard_;
+
+    RK_ASSIGN_OR_RETURN(params_, backend_->allocate(padded_));
+    RK_ASSIGN_OR_RETURN(grads_, backend_->allocate(padded_));
+    RK_ASSIGN_OR_RETURN(grad_shard_, backend_->allocate(shard_));
+    RK_ASSIGN_OR_RETURN(m_, backend_->allocate(shard_));
+    RK_ASSIGN_OR_RETURN(v_, backend_->allocate(shard_));
+    if (!backend_->host_memory()) {
+      host_params_.resize(padded_);
+      host_grads_.resize(padded_);
+      host_shard_.resize(shard_);
+    }
+    std::vector<float> init(padded_);
+    kernels::init_parameters(backend_->layout(), seed_, init);
+    RK_RETURN_IF_ERROR(backend_->upload(params_, 0, init));
+    tokens_.resize(std::size_t{micro_batch_} * shape_.seq_len);
+    targets_.resize(tokens_.size());
+    return {};
+  }
+
+  expected<step_result> step() override {
+    step_result r;
+    const auto t0 = steady::now();
+    RK_RETURN_IF_ERROR(backend_->zero(grads_, 0, padded_));
+    double loss_sum = 0;
+    for (std::uint32_t i = first_micro_; i < first_micro_ + my_micro_; ++i) {
+      sampler_->fill(step_, i, tokens_, targets_);
+      RK_ASSIGN_OR_RETURN(const double loss, backend_->forward_backward(params_, grads_, tokens_, targets_, 1.0f));
+      loss_sum += loss;
+    }
+    RK_RETURN_IF_ERROR(backend_->synchronize());
+    r.timings.compute = since(t0);
+
+    // 1. Each rank receives its shard of the gradient summed over all micro-batches.
+    auto t = steady::now();
+    if (backend_->host_memory()) {
+      RK_RETURN_IF_ERROR(collective(comm_->reduce_scatter(grads_.data(), grad_shard_.data(), shard_, dtype::f32,
+                                                          reduce_op::sum),
+                                    "reduce_scatter of the gradient"));
+    } else {
+      RK_RETURN_IF_ERROR(backend_->download(grads_, 0, host_grads_));
+      RK_RETURN_IF_ERROR(collective(comm_->reduce_scatter(host_grads_.data(), host_shard_.data(), shard_,
+                                                          dtype::f32, reduce_op::sum),
+                                    "reduce_scatter of the gradient"));
+      RK_RETURN_IF_ERROR(backend_->upload(grad_shard_, 0, host_shard_));
+    }
+    r.timings.communication += since(t);
+
+    // 2. The loss and the squared gradient norm, summed over ranks in one allreduce.
+    t = steady::now();
+    RK_ASSIGN_OR_RETURN(const double shard_squares, backend_->sum_squares(grad_shard_, 0, shard_));
+    r.timings.optimizer += since(t);
+    t = steady::now();
+    float sums[2] = {static_cast<float>(loss_sum), static_cast<float>(shard_squares)};
+    RK_RETURN_IF_ERROR(collective(comm_->allreduce(sums, 2, dtype::f32, reduce_op::sum), "allreduce of loss and norm"));
+    r.timings.communication += since(t);
+
+    // 3. Mean over micro-batches, clip, AdamW on the own shard.
+    t = steady::now();
+    const double m = static_cast<double>(micro_batches_);
+    r.loss = static_cast<double>(sums[0]) / m;
+    r.grad_norm = std::sqrt(static_cast<double>(sums[1])) / m;
+    r.learning_rate = kernels::learning_rate_at(hyper_, step_);
+    const double clip = kernels::clip_factor(hyper_, r.grad_norm);
+    const kernels::adamw_step st = kernels::make_adamw_step(hyper_, step_, static_cast<float>(clip / m));
+    RK_RETURN_IF_ERROR(backend_->adamw(params_, begin_, begin_ + shard_, grad_shard_, m_, v_, st));
+    RK_RETURN_IF_ERROR(backend_->synchronize());
+    r.timings.optimizer += since(t);
+
+    // 4. Every rank gathers the updated shards into its full replica.
+    t = steady::now();
+    if (backend_->host_memory()) {
+      RK_RETURN_IF_ERROR(collective(comm_->allgather(params_.data() + begin_, params_.data(), shard_, dtype::f32),
+                                    "allgather of the parameters"));
+    } else {
+      RK_RETURN_IF_ERROR(backend_->download(params_, begin_, std::span<float>(host_params_).subspan(begin_, shard_)));
+      RK_RETURN_IF_ERROR(collective(
+          comm_->allgather(host_params_.data() + begin_, host_params_.data(), shard_, dtype::f32),
+          "allgather of the parameters"));
+      RK_RETURN_IF_ERROR(backend_->upload(params_, 0, host_params_));
+    }
+    r.timings.communication += since(t);
+
+    ++step_;
+    r.step = step_t{step_};
+    return r;
+  }
+
+  step_t current_step() const noexcept override { return step_t{step_}; }
+  std::uint64_t total_steps() const noexcept override { return hyper_.total_steps; }
+
+  std::size_t state_size() const noexcept override {
+    state_header h = header();
+    return h.total_bytes;
+  }
+
+  status export_state(std::span<std::byte> out) override {
+    state_header h = header();
+    if (out.size() < h.total_bytes)
+      return status{errc::invalid_argument, "export needs " + std::to_string(h.total_bytes) +
+                                                " bytes, the buffer holds " + std::to_string(out.size())};
+    const auto section = [&](std::uint64_t offset, std::size_t floats) {
+      return out.subspan(offset, floats * sizeof(float));
+    };
+    if (backend_->host_memory()) {
+      h.params_checksum = copy_and_hash(section(h.params_offset, params_count_),
+                                        std::as_bytes(std::span<const float>(params_.data(), params_count_)));
+      h.m_checksum = copy_and_hash(section(h.m_offset, shard_), std::as_bytes(std::span<const float>(m_.data(), shard_)));
+      h.v_checksum = copy_and_hash(section(h.v_offset, shard_), std::as_bytes(std::span<const float>(v_.data(), shard_)));
+    } else {
+      RK_RETURN_IF_ERROR(backend_->download(params_, 0, std::span<float>(host_params_).first(params_count_)));
+      h.params_checksum = copy_and_hash(section(h.params_offset, params_count_),
+                                        std::as_bytes(std::span<const float>(host_params_).first(params_count_)));
+      RK_RETURN_IF_ERROR(backend_->download(m_, 0, host_shard_));
+      h.m_checksum = copy_and_hash(section(h.m_offset, shard_), std::as_bytes(std::span<const float>(host_shard_)));
+      RK_RETURN_IF_ERROR(backend_->download(v_, 0, host_shard_));
+      h.v_checksum = copy_and_hash(section(h.v_offset, shard_), std::as_bytes(std::span<const float>(host_shard_)));
+    }
+    // Padding between sections is zero, so equal states give equal bytes.
+    std::memset(out.data() + h.params_offset + params_count_ * sizeof(float), 0,
+                h.m_offset - h.params_offset - params_count_ * sizeof(float));
+    std::memset(out.data() + h.m_offset + shard_ * sizeof(float), 0, h.v_offset - h.m_offset - shard_ * sizeof(float));
+    write_state_header(h, out);
+    return {};
+  }
+
+  status import_state(std::span<const std::span<const std::byte>> buffers) override {
+    if (buffers.empty())
+      return status{errc::invalid_argument, "import needs at least one state buffer"};
+    std::vector<state_view> views;
+    views.reserve(buffers.size());
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      auto v = parse_state(buffers[i]);
+      if (!v)
+        return v.error().with_context("state buffer " + std::to_string(i));
+      RK_RETURN_IF_ERROR(check_matches_job(i, v->header));
+      views.push_back(*v);
+    }
+    const state_header& first = views.front().header;
+    for (std::size_t i = 1; i < views.size(); ++i) {
+      const state_header& h = views[i].header;
+      if (h.step != first.step)
+        return mismatch_between(i, "step", h.step, first.step);
+      if (h.world_size != first.world_size)
+        return mismatch_between(i, "world_size", h.world_size, first.world_size);
+      if (h.params_checksum != first.params_checksum)
+        return status{errc::invalid_argument, "state buffers " + std::to_string(i) +
+                                                  " and 0 hold different parameters (field 'params_checksum', byte "
+                                                  "offset " +
+                                                  std::to_string(state_field_offset("params_checksum")) +
+                                                  "): they are not from the same step of one job"};
+    }
+
+    // Which old shards cover the new one.
+    std::vector<const state_view*> sources;
+    if (first.world_size == static_cast<std::uint32_t>(world_)) {
+      for (const auto& v : views)
+        if (v.header.rank == static_cast<std::uint32_t>(rank_))
+          sources.push_back(&v);
+      if (sources.empty())
+        return status{errc::invalid_argument, "none of the " + std::to_string(views.size()) +
+                                                  " state buffers holds rank " + std::to_string(rank_) +
+                                                  " of the same world size " + std::to_string(world_)};
+    } else {
+      std::vector<const state_view*> by_rank(first.world_size, nullptr);
+      for (std::size_t i = 0; i < views.size(); ++i) {
+        const auto r = views[i].header.rank;
+        if (by_rank[r] != nullptr)
+          return status{errc::invalid_argument, "state buffer " + std::to_string(i) + " repeats rank " +
+                                                    std::to_string(r) + " of the old world"};
+        by_rank[r] = &views[i];
+      }
+      for (std::uint32_t r = 0; r < first.world_size; ++r)
+        if (by_rank[r] == nullptr)
+          return status{errc::invalid_argument, "resharding from " + std::to_string(first.world_size) + " to " +
+                                                    std::to_string(world_) + " ranks needs the state of every old rank; rank " +
+                                                    std::to_string(r) + " is missing"};
+      sources = std::move(by_rank);
+    }
+
+    // All checks passed: from here on the task changes.
+    RK_RETURN_IF_ERROR(load_floats(params_, 0, padded_, views.front().params, host_params_));
+    RK_RETURN_IF_ERROR(load_shard(sources, m_, [](const state_view& v) { return v.m; }));
+    RK_RETURN_IF_ERROR(load_shard(sources, v_, [](const state_view& v) { return v.v; }));
+    step_ = first.step;
+    return backend_->synchronize();
+  }
+
+  int rank() const noexcept override { return rank_; }
+  int world_size() const noexcept override { return world_; }
+  std::string describe() const override { return backend_->describe(); }
+  kernels::device_kind device() const noexcept override { return backend_->kind(); }
+
+ private:
+  state_header header() const noexcept {
+    state_header h;
+    h.version = state_version;
+    h.layers = shape_.layers;
+    h.heads = shape_.heads;
+    h.width = shape_.width;
+    h.seq_len = shape_.seq_len;
+    h.vocab = kernels::vocab_size;
+    h.world_size = static_cast<std::uint32_t>(world_);
+    h.rank = static_cast<std::uint32_t>(rank_);
+    h.param_count = params_count_;
+    h.padded_count = padded_;
+    h.shard_begin = begin_;
+    h.shard_end = begin_ + shard_;
+    h.step = step_;
+    h.seed = seed_;
+    h.data_fingerprint = sampler_->data().fingerprint();
+    set_state_layout(h);
+    return h;
+  }
+
+  status collective(status s, std::string_view what) const {
+    return s.ok() ? s : s.with_context("step " + std::to_string(step_) + ": " + std::string{what});
+  }
+
+  status check_matches_job(std::size_t i, const state_header& h) const {
+    const state_header want = header();
+    for (const auto& [name, have, expect] :
+         {std::tuple{"layers", std::uint64_t{h.layers}, std::uint64_t{want.layers}},
+          std::tuple{"heads", std::uint64_t{h.heads}, std::uint64_t{want.heads}},
+          std::tuple{"width", std::uint64_t{h.width}, std::uint64_t{want.width}},
+          std::tuple{"seq_len", std::uint64_t{h.seq_len}, std::uint64_t{want.seq_len}},
+          std::tuple{"vocab", std::uint64_t{h.vocab}, std::uint64_t{want.vocab}},
+          std::tuple{"param_count", h.param_count, want.param_count}, std::tuple{"seed", h.seed, want.seed},
+          std::tuple{"data_fingerprint", h.data_fingerprint, want.data_fingerprint}}) {
+      if (have != expect)
+        return mismatch(i, name, have, expect);
+    }
+    return {};
+  }
+
+  static status mismatch_between(std::size_t i, std::string_view field, std::uint64_t have, std::uint64_t first) {
+    return status{errc::invalid_argument, "state buffer " + std::to_string(i) + ": field '" + std::string{field} +
+                                              "' (byte offset " + std::to_string(state_field_offset(field)) + ") is " +
+                                              std::to_string(have) + " but " + std::to_string(first) +
+                                              " in state buffer 0: the buffers are not from one snapshot"};
+  }
+
+  // Copies `bytes` (floats) into `dst` at `offset` and zeroes the rest of [offset, offset+count).
+  status load_floats(kernels::device_buffer& dst, std::size_t offset, std::size_t count,
+                     std::span<const std::byte> bytes, std::vector<float>& staging) {
+    const std::size_t floats = bytes.size() / sizeof(float);
+    if (backend_->host_memory()) {
+      std::memcpy(dst.data() + offset, bytes.data(), bytes.size());
+      std::fill(dst.data() + offset + floats, dst.data() + offset + count, 0.0f);
+      return {};
+    }
+    staging.assign(count, 0.0f);
+    std::memcpy(staging.data(), bytes.data(), bytes.size());
+    return backend_->upload(dst, offset, std::span<const float>(staging).first(count));
+  }
+
+  // Assembles the own shard [begin_, begin_ + shard_) of a moment buffer from the old shards.
+  template <class Section>
+  status load_shard(const std::vector<const state_view*>& sources, kernels::device_buffer& dst, Section section) {
+    std::vector<float> shard(shard_, 0.0f);
+    for (const state_view* v : sources) {
+      const std::uint64_t lo = std::max<std::uint64_t>(v->header.shard_begin, begin_);
+      const std::uint64_t hi = std::min<std::uint64_t>(v->header.shard_end, begin_ + shard_);
+      if (lo >= hi)
+        continue;
+      const auto bytes = section(*v);
+      std::memcpy(shard.data() + (lo - begin_), bytes.data() + (lo - v->header.shard_begin) * sizeof(float),
+                  (hi - lo) * sizeof(float));
+    }
+    return backend_->upload(dst, 0, shard);
+  }
+
+  kernels::model_shape shape_;
+  kernels::adamw_hyper hyper_;
+  std::uint64_t seed_;
+  std::uint32_t micro_batch_;
+  std::uint32_t micro_batches_;
+  int rank_;
+  int world_;
+  transport::communicator* comm_;
+  std::uint32_t first_micro_ = 0;
+  std::uint32_t my_micro_ = 0;
+  std::optional<sampler> sampler_;
+  std::unique_ptr<kernels::backend> backend_;
+  std::size_t params_count_ = 0;
+  std::size_t padded_ = 0;
+  std::size_t shard_ = 0;
+  std::size_t begin_ = 0;
+  kernels::device_buffer params_, grads_, grad_shard_, m_, v_;
+  // Host copies for collectives and export when the backend computes in device memory.
+  std::vector<float> host_params_, host_grads_, host_shard_;
+  std::vector<std::int32_t> tokens_, targets_;
+  std::uint64_t step_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::uint32_t> equal_split(std::uint32_t micro_batches, int world) {
+  std::vector<std::uint32_t> out(static_cast<std::size_t>(std::max(world, 0)), 0);
+  if (out.empty())
+    return out;
+  const auto w = static_cast<std::uint32_t>(world);
+  for (std::uint32_t r = 0; r < w; ++r)
+    out[r] = micro_batches / w + (r < micro_batches % w ? 1 : 0);
+  return out;
+}
+
+expected<std::unique_ptr<training_task>> make_training_task(const config::spec& spec, int rank, int world,
+                                                            transport::communicator& comm,
+                                                            const task_options& options) {
+  if (world < 1 || rank < 0 || rank >= world)
+    return status{errc::invalid_argument,
+                  "rank " + std::to_string(rank) + " is outside a world of " + std::to_string(world)};
+  if (comm.size() != world || comm.rank() != rank)
+    return status{errc::invalid_argument, "the communicator is rank " + std::to_string(comm.rank()) + " of " +
+                                              std::to_string(comm.size()) + ", the task rank " +
+                                              std::to_string(rank) + " of " + std::to_string(world)};
+  if (spec.job.micro_batch == 0 || spec.job.global_batch % spec.job.micro_batch != 0)
+    return status{errc::invalid_argument, "global_batch (" + std::to_string(spec.job.global_batch) +
+                                              ") must be a multiple of micro_batch (" +
+                                              std::to_string(spec.job.micro_batch) + ")"};
+  auto task = std::make_unique<data_parallel_task>(spec, rank, world, comm);
+  RK_RETURN_IF_ERROR(task->init(spec, options).with_context("training task of rank " + std::to_string(rank)));
+  return std::unique_ptr<training_task>{std::move(task)};
+}
+
+}  // namespace rekindle::training

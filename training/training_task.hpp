@@ -1,0 +1,111 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/expected.hpp"
+#include "common/ids.hpp"
+#include "config/spec.hpp"
+#include "kernels/backend.hpp"
+#include "transport/communicator.hpp"
+
+namespace rekindle::training {
+
+/// Where the time of one step went.
+struct step_timings {
+  /// Forward and backward passes of the rank's micro-batches.
+  std::chrono::nanoseconds compute{};
+  /// Collectives (gradient reduce-scatter, the loss/norm allreduce, parameter allgather) and the
+  /// device↔host copies they need.
+  std::chrono::nanoseconds communication{};
+  /// Gradient norm, clipping and AdamW on the rank's shard.
+  std::chrono::nanoseconds optimizer{};
+};
+
+/// The outcome of one optimizer step; identical on every rank.
+struct step_result {
+  /// Steps applied so far, this one included.
+  step_t step;
+  /// Mean cross-entropy over all micro-batches of the step (all ranks).
+  double loss = 0;
+  /// Global L2 norm of the step's gradient before clipping.
+  double grad_norm = 0;
+  /// Learning rate the step used.
+  double learning_rate = 0;
+  step_timings timings;
+};
+
+/// Options of a rank's task beyond the configuration.
+struct task_options {
+  /// The rank's device. Default: auto (a GPU when the machine has one, else the CPU).
+  kernels::device_request device;
+  /// Micro-batches each rank runs per step (size = world size, sum = global_batch / micro_batch;
+  /// zeros allowed). Default: empty, an equal split with the remainder on the lowest ranks.
+  std::vector<std::uint32_t> micro_batches_per_rank;
+};
+
+/// One rank of the data-parallel training job, driven by the worker process.
+///
+/// A step runs M = global_batch / micro_batch micro-batches with global indices 0 … M−1; rank r
+/// runs a contiguous block of them (its share of `micro_batches_per_rank`) and accumulates their
+/// gradients. Then (ZeRO-1, the flat parameter buffer padded to a multiple of the world size):
+///   1. reduce_scatter(sum) the gradient: each rank gets its shard of the sum;
+///   2. allreduce one pair of floats: the loss sum and the shard's sum of squares;
+///   3. scale by 1/M and the clipping factor, AdamW on the own shard (optimizer moments exist only
+///      for it);
+///   4. allgather the parameter shards into every rank's full replica.
+/// The step's gradient is the mean over all M micro-batches, so the global batch, and the result
+/// up to rounding, do not depend on the world size; the same world size reproduces it bitwise.
+///
+/// Thread-safety: one thread at a time.
+class training_task {
+ public:
+  virtual ~training_task() = default;
+
+  /// Runs one optimizer step. After an error (a collective failed or was aborted) the task's
+  /// parameters are undefined: import a state before stepping again.
+  [[nodiscard]] virtual expected<step_result> step() = 0;
+  /// Optimizer steps applied so far.
+  [[nodiscard]] virtual step_t current_step() const noexcept = 0;
+  /// Steps the job runs in total (job.steps).
+  [[nodiscard]] virtual std::uint64_t total_steps() const noexcept = 0;
+
+  /// Exact size of the exported state in bytes, known before exporting.
+  [[nodiscard]] virtual std::size_t state_size() const noexcept = 0;
+  /// Writes the complete state of this rank (parameters, optimizer shard and its range, step,
+  /// world size, shape; see state.hpp) into `out` in one pass. REQUIRES: out.size() >= state_size().
+  [[nodiscard]] virtual status export_state(std::span<std::byte> out) = 0;
+  /// Restores a state exported by ranks of this job. Pass this rank's own buffer (same world
+  /// size), or the buffers of all ranks of the old world in any order: with a different world
+  /// size the optimizer moments of the new shard are assembled from the overlapping old shards.
+  /// Every buffer is checked (see parse_state); the shape, seed and data must match the job's.
+  /// On error the task is unchanged.
+  [[nodiscard]] virtual status import_state(std::span<const std::span<const std::byte>> buffers) = 0;
+
+  [[nodiscard]] virtual int rank() const noexcept = 0;
+  [[nodiscard]] virtual int world_size() const noexcept = 0;
+  /// The device in words, e.g. "cpu (OpenBLAS ..., 1 thread)".
+  [[nodiscard]] virtual std::string describe() const = 0;
+  [[nodiscard]] virtual kernels::device_kind device() const noexcept = 0;
+};
+
+/// Creates rank `rank` of a `world`-rank job from `spec` (job, model and optimizer sections),
+/// reducing through `comm` (host memory buffers; with a GPU backend the step stages through host
+/// memory). Parameters start from the seed's initialisation at step 0. `comm` must outlive the
+/// task. Errors: rank/world disagreeing with `comm`, a bad micro-batch split, an unusable data
+/// file, a model that does not fit.
+[[nodiscard]] expected<std::unique_ptr<training_task>> make_training_task(const config::spec& spec, int rank,
+                                                                          int world,
+                                                                          transport::communicator& comm,
+                                                                          const task_options& options = {});
+
+/// The equal split of `micro_batches` over `world` ranks: the first micro_batches % world ranks
+/// get one more.
+[[nodiscard]] std::vector<std::uint32_t> equal_split(std::uint32_t micro_batches, int world);
+
+}  // namespace rekindle::training
