@@ -290,6 +290,8 @@ class messenger::impl {
     clock_type::time_point created;
     clock_type::time_point last_recv;
     clock_type::time_point last_send;
+    clock_type::time_point last_drop_log;
+    std::uint64_t drops_not_logged = 0;
     std::function<void(expected<peer_info>)> connect_done;
   };
 
@@ -637,10 +639,18 @@ class messenger::impl {
     accept(op->peer, std::move(op->header), std::move(op->buffer));
   }
 
+  // Counts every drop; logs at most one line per peer and second, so a flood cannot flood the log.
   void reject(peer& p, drop_reason reason, const std::string& detail) {
     count_drop(reason);
-    spdlog::warn("frame dropped peer={} remote={} reason={} detail=\"{}\"", p.info.id.value(), p.remote,
-                 to_string(reason), detail);
+    const auto now = clock_type::now();
+    if (now - p.last_drop_log < 1s) {
+      ++p.drops_not_logged;
+      return;
+    }
+    spdlog::warn("frame dropped peer={} remote={} reason={} detail=\"{}\" not_logged_since_last={}", p.info.id.value(),
+                 p.remote, to_string(reason), detail, p.drops_not_logged);
+    p.last_drop_log = now;
+    p.drops_not_logged = 0;
   }
 
   // A frame passed its header checks: verify the payload, then handle or deliver it.
