@@ -47,6 +47,8 @@ class communicator {
 
   [[nodiscard]] virtual int rank() const noexcept = 0;
   [[nodiscard]] virtual int size() const noexcept = 0;
+  /// True when buffers must be in the memory of the rank's GPU (NCCL), false for host memory.
+  [[nodiscard]] virtual bool device_memory() const noexcept { return false; }
 
   /// Reduces `count` elements of `data` over all ranks, in place.
   virtual status allreduce(void* data, std::size_t count, dtype type, reduce_op op) = 0;
