@@ -1,0 +1,112 @@
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/expected.hpp"
+
+// The two halves of a ring rank's links: a sender to the right neighbour and a receiver from the
+// left one. Both carry an ordered stream of chunks; a collective is a sequence of chunks in a
+// fixed order that sender and receiver agree on, identified by a tag (call, step, chunk) that the
+// receiver checks. Private to the ring communicator.
+
+namespace rekindle::transport::detail {
+
+/// Where chunks to the right neighbour go.
+class ring_sender {
+ public:
+  virtual ~ring_sender() = default;
+  /// Called at the start of each collective.
+  virtual void begin_call(std::uint32_t seq) = 0;
+  /// Sends `len` bytes at `data` as the next chunk, or returns false when the link is full (try
+  /// again after progress()). `data` must stay unchanged until call_may_end() holds.
+  [[nodiscard]] virtual bool try_send(std::uint64_t tag, const std::byte* data, std::size_t len) = 0;
+  /// True once nothing this call sent still reads local memory.
+  [[nodiscard]] virtual bool call_may_end() = 0;
+  [[nodiscard]] virtual status error() const = 0;
+};
+
+/// Where chunks from the left neighbour arrive.
+class ring_receiver {
+ public:
+  virtual ~ring_receiver() = default;
+  /// Called at the start of each collective with the chunks it will receive, in order.
+  virtual void begin_call(std::uint32_t seq, std::vector<std::pair<std::uint64_t, std::size_t>> expected) = 0;
+  /// The next expected chunk, once it has arrived (nullptr before). REQUIRES: one is expected.
+  [[nodiscard]] virtual const std::byte* try_receive() = 0;
+  /// Done with the chunk try_receive() returned.
+  virtual void release() = 0;
+  /// True once this rank may end the call as far as the left neighbour is concerned.
+  [[nodiscard]] virtual bool call_may_end() = 0;
+  [[nodiscard]] virtual status error() const = 0;
+};
+
+/// The receiving end of a same-host link: a mailbox of `slots` chunk slots in memory UCX
+/// allocates as shared memory. The left neighbour maps it (ucp_rkey_ptr) and writes chunks
+/// straight into the slots: one copy per chunk, no UCX messages, and no transport error if either
+/// side dies (the memory stays mapped; the other side runs into its deadline).
+///
+/// Mailbox layout: a header cache line with `consumed` (messages the receiver released), one
+/// cache line per slot with `number` (message number stored there, 1-based, written last with
+/// release order), `tag` and `len`, then the slot data.
+///
+/// Protocol for message m (1-based), slot (m - 1) % slots:
+///   1. The sender waits until consumed >= m - slots (the slot is free).
+///   2. It copies the chunk into the slot, writes tag and len, then stores number = m (release).
+///   3. The receiver sees number == m (acquire), checks tag and len, uses the chunk in place.
+///   4. It stores consumed = m (release): the slot may be reused.
+struct mailbox_layout {
+  std::size_t slots = 0;
+  std::size_t slot_size = 0;
+  [[nodiscard]] std::size_t header_size() const noexcept { return 64 * (1 + slots); }
+  [[nodiscard]] std::size_t total_size() const noexcept { return header_size() + slots * slot_size; }
+};
+
+/// Allocates the mailbox through UCX; `address_bytes()` is what the left neighbour needs to map it.
+class shm_mailbox {
+ public:
+  static expected<std::unique_ptr<shm_mailbox>> create(ucp_context_h context, mailbox_layout layout);
+  ~shm_mailbox();
+  /// Base address and packed rkey, for the left neighbour.
+  [[nodiscard]] const std::vector<std::byte>& address_bytes() const noexcept { return address_; }
+  [[nodiscard]] std::byte* base() const noexcept { return base_; }
+  [[nodiscard]] const mailbox_layout& layout() const noexcept { return layout_; }
+
+ private:
+  shm_mailbox() = default;
+  ucp_context_h context_ = nullptr;
+  ucp_mem_h memh_ = nullptr;
+  std::byte* base_ = nullptr;
+  mailbox_layout layout_;
+  std::vector<std::byte> address_;
+};
+
+std::unique_ptr<ring_receiver> make_shm_receiver(shm_mailbox& mailbox);
+
+/// Maps the right neighbour's mailbox through `ep` (an endpoint to it) and the bytes it
+/// published; errc::unsupported when UCX cannot map it here (another host, no shared memory).
+expected<std::unique_ptr<ring_sender>> make_shm_sender(ucp_ep_h ep, std::span<const std::byte> mailbox_address,
+                                                       mailbox_layout layout);
+
+/// UCX tag messages, for neighbours on other hosts (peer-failure endpoints). The receiver posts
+/// receives into its own slots, at most `window` at a time, and when a call's chunks are all in
+/// sends a one-byte fin to its left neighbour (`left`): the sender may end its call once the fin
+/// arrived, even before UCX acknowledged every send.
+std::unique_ptr<ring_sender> make_ucx_sender(ucp_worker_h worker, ucp_ep_h right);
+std::unique_ptr<ring_receiver> make_ucx_receiver(ucp_worker_h worker, ucp_ep_h left, std::size_t slot_size,
+                                                 std::size_t window);
+
+/// The tag of chunk `chunk` of step `step` of call `seq`.
+constexpr std::uint64_t chunk_tag(std::uint32_t seq, std::uint32_t step, std::size_t chunk) noexcept {
+  return (std::uint64_t{seq & 0xfffffu} << 44) | (std::uint64_t{step & 0xfffu} << 32) | (chunk & 0xffffffffu);
+}
+/// The tag of a call's fin.
+constexpr std::uint64_t fin_tag(std::uint32_t seq) noexcept { return chunk_tag(seq, 0xfff, 0); }
+
+}  // namespace rekindle::transport::detail
