@@ -38,6 +38,8 @@ struct suite_param {
   int ranks = 1;
 };
 
+inline void PrintTo(const suite_param& p, std::ostream* os) { *os << p.backend.name << ", " << p.ranks << " ranks"; }
+
 inline std::string suite_param_name(const ::testing::TestParamInfo<suite_param>& info) {
   return info.param.backend.name + "_" + std::to_string(info.param.ranks) + "ranks";
 }
