@@ -1,0 +1,524 @@
+#include "actors/supervisor_policy.hpp"
+
+#include <algorithm>
+
+#include "common/check.hpp"
+#include "common/text.hpp"
+
+namespace rekindle::actors {
+
+std::string_view to_string(job_state s) noexcept {
+  switch (s) {
+    case job_state::waiting_for_nodes: return "waiting_for_nodes";
+    case job_state::rendezvous: return "rendezvous";
+    case job_state::running: return "running";
+    case job_state::paused: return "paused";
+    case job_state::completed: return "completed";
+    case job_state::failed: return "failed";
+    case job_state::stopped: return "stopped";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr std::size_t steps_kept_per_rank = 4;
+
+bool active(job_state s) { return s == job_state::rendezvous || s == job_state::running; }
+
+}  // namespace
+
+supervisor_policy::supervisor_policy(policy_config config, const clock& time)
+    : config_(std::move(config)), clock_(time), nodes_(config_.nodes.size()) {}
+
+std::uint32_t supervisor_policy::restarts_of(rank_id r) const {
+  auto it = ranks_.find(r);
+  return it == ranks_.end() ? 0 : it->second.restarts;
+}
+
+bool supervisor_policy::node_up(node_id n) const {
+  return n.value() < nodes_.size() && nodes_[n.value()].up;
+}
+
+std::vector<rank_slot> supervisor_policy::initial_placement() const {
+  std::vector<rank_slot> out;
+  std::uint32_t next = 0;
+  for (std::uint32_t n = 0; n < config_.nodes.size(); ++n) {
+    if (config_.nodes[n].spare)
+      continue;
+    for (std::uint32_t i = 0; i < config_.nodes[n].ranks; ++i)
+      out.push_back({rank_id{next++}, node_id{n}, i});
+  }
+  return out;
+}
+
+std::optional<node_id> supervisor_policy::free_spare() const {
+  for (std::uint32_t n = 0; n < config_.nodes.size(); ++n) {
+    if (!config_.nodes[n].spare || !nodes_[n].up || nodes_[n].drained)
+      continue;
+    const bool used = std::any_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.node.value() == n; });
+    if (!used)
+      return node_id{n};
+  }
+  return std::nullopt;
+}
+
+std::chrono::nanoseconds supervisor_policy::backoff_for(std::uint32_t restarts) const {
+  if (restarts <= 1)
+    return std::chrono::nanoseconds::zero();
+  auto d = config_.backoff;
+  for (std::uint32_t i = 2; i < restarts && d < config_.backoff_max; ++i)
+    d *= 2;
+  return std::min(d, config_.backoff_max);
+}
+
+void supervisor_policy::fail(std::vector<policy_action>& out, const std::string& why) {
+  state_ = job_state::failed;
+  reason_ = why;
+  out.push_back(note_event{"job_failed", why, {}, {}});
+  out.push_back(finish_job{job_state::failed, why});
+}
+
+void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<rank_slot> placement,
+                                  const std::set<rank_id>& respawn, const std::string& why) {
+  if (placement.empty()) {
+    fail(out, "no rank can be placed: " + why);
+    return;
+  }
+  // A change of the rank numbering starts a new world: its snapshots are kept apart.
+  const bool renumbered = placement.size() != placement_.size() ||
+                          !std::equal(placement.begin(), placement.end(), placement_.begin(),
+                                      [](const rank_slot& a, const rank_slot& b) { return a.rank == b.rank; });
+  if (renumbered || world_gen_ == 0)
+    ++world_gen_;
+  epoch_ = epoch_.next();
+  gen_of_epoch_[epoch_] = world_gen_;
+  snapshots_[world_gen_].world = static_cast<std::uint32_t>(placement.size());
+  placement_ = std::move(placement);
+  const auto now = clock_.now();
+  std::map<rank_id, rank_state> kept;
+  for (const auto& s : placement_) {
+    auto& r = kept[s.rank];
+    if (auto it = ranks_.find(s.rank); it != ranks_.end())
+      r = it->second;
+    r.ready_epoch.reset();
+    r.last_progress = now;
+  }
+  ranks_ = std::move(kept);
+  out.push_back(note_event{"epoch", "epoch " + std::to_string(epoch_.value()) + ": " + why, {}, {}});
+  out.push_back(persist_epoch{epoch_});
+  out.push_back(abort_ranks{epoch_});
+  for (const auto& s : placement_) {
+    const auto delay = respawn.contains(s.rank) ? backoff_for(ranks_[s.rank].restarts) : std::chrono::nanoseconds::zero();
+    out.push_back(spawn_rank{epoch_, s, world(), delay});
+  }
+  state_ = job_state::rendezvous;
+  rendezvous_since_ = now;
+  collective_error_since_.reset();
+}
+
+std::vector<policy_action> supervisor_policy::on_node_up(node_id n) {
+  std::vector<policy_action> out;
+  if (n.value() >= nodes_.size())
+    return out;
+  auto& node = nodes_[n.value()];
+  const bool was_up = node.up;
+  node.up = true;
+  node.last_heartbeat = clock_.now();
+  if (!was_up)
+    out.push_back(note_event{"node_up", config_.nodes[n.value()].name + " is up", {}, n});
+  if (state_ == job_state::waiting_for_nodes) {
+    // Start once every node the placement needs is up: the initial one, or after a supervisor
+    // restart the reloaded one.
+    const auto wanted = placement_.empty() ? initial_placement() : placement_;
+    const bool ready = !wanted.empty() && std::all_of(wanted.begin(), wanted.end(), [&](const rank_slot& s) {
+      return nodes_[s.node.value()].up;
+    });
+    if (ready)
+      new_epoch(out, wanted, {}, placement_.empty() ? "all nodes up" : "supervisor restarted");
+  }
+  return out;
+}
+
+void supervisor_policy::on_heartbeat(node_id n) {
+  if (n.value() < nodes_.size() && nodes_[n.value()].up)
+    nodes_[n.value()].last_heartbeat = clock_.now();
+}
+
+std::vector<policy_action> supervisor_policy::on_node_lost(node_id n, const std::string& why) {
+  std::vector<policy_action> out;
+  if (n.value() >= nodes_.size() || !nodes_[n.value()].up)
+    return out;
+  nodes_[n.value()].up = false;
+  out.push_back(note_event{"node_lost", config_.nodes[n.value()].name + " lost: " + why, {}, n});
+  // Its copies of rank states are gone.
+  for (auto& [gen, w] : snapshots_)
+    for (auto& [rank, steps] : w.ranks)
+      for (auto& [step, h] : steps)
+        std::erase_if(h, [&](const auto& holder) { return holder.first == n; });
+  const bool holds_ranks = std::any_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.node == n; });
+  if (!holds_ranks || state_ == job_state::waiting_for_nodes || state_ == job_state::completed ||
+      state_ == job_state::failed || state_ == job_state::stopped)
+    return out;
+  // Its ranks move to a free spare with their rank numbers, or the world shrinks.
+  std::vector<rank_slot> placement;
+  std::set<rank_id> moved;
+  if (auto spare = free_spare()) {
+    std::uint32_t local = 0;
+    for (auto s : placement_) {
+      if (s.node == n) {
+        s.node = *spare;
+        s.local_index = local++;
+        moved.insert(s.rank);
+      }
+      placement.push_back(s);
+    }
+    out.push_back(note_event{"ranks_moved",
+                             std::to_string(moved.size()) + " rank(s) of " + config_.nodes[n.value()].name + " move to spare " +
+                                 config_.nodes[spare->value()].name,
+                             {}, n});
+  } else {
+    std::uint32_t next = 0;
+    for (auto s : placement_) {
+      if (s.node == n)
+        continue;
+      s.rank = rank_id{next++};
+      placement.push_back(s);
+    }
+    out.push_back(note_event{"world_shrinks",
+                             "no spare: the world shrinks from " + std::to_string(world()) + " to " +
+                                 std::to_string(placement.size()) + " ranks; the global batch stays",
+                             {}, n});
+  }
+  if (state_ == job_state::paused) {
+    placement_ = std::move(placement);
+    return out;
+  }
+  new_epoch(out, std::move(placement), moved, config_.nodes[n.value()].name + " lost");
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::on_rank_ready(rank_id r, epoch_t e) {
+  std::vector<policy_action> out;
+  if (state_ != job_state::rendezvous || e != epoch_)
+    return out;
+  auto it = ranks_.find(r);
+  if (it == ranks_.end())
+    return out;
+  it->second.ready_epoch = e;
+  maybe_start(out);
+  return out;
+}
+
+void supervisor_policy::on_snapshot(const snapshot_report& r) {
+  auto gen = gen_of_epoch_.find(r.epoch);
+  if (gen == gen_of_epoch_.end() || r.holder.value() >= nodes_.size())
+    return;
+  auto& steps = snapshots_[gen->second].ranks[r.rank];
+  steps[r.step].insert({r.holder, r.where});
+  while (steps.size() > steps_kept_per_rank)
+    steps.erase(steps.begin());
+}
+
+std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_restore() const {
+  for (auto gen = snapshots_.rbegin(); gen != snapshots_.rend(); ++gen) {
+    const auto& w = gen->second;
+    if (w.world == 0)
+      continue;
+    // Candidate steps: those of rank 0, newest first; a step counts when every rank of the world
+    // has it on a live node.
+    auto first = w.ranks.find(rank_id{0});
+    if (first == w.ranks.end())
+      continue;
+    for (auto step = first->second.rbegin(); step != first->second.rend(); ++step) {
+      restore_choice c;
+      c.step = step->first;
+      c.world = w.world;
+      bool complete = true;
+      for (std::uint32_t r = 0; r < w.world && complete; ++r) {
+        auto rank = w.ranks.find(rank_id{r});
+        if (rank == w.ranks.end()) {
+          complete = false;
+          break;
+        }
+        auto at = rank->second.find(step->first);
+        if (at == rank->second.end()) {
+          complete = false;
+          break;
+        }
+        // Prefer the rank's own slot, then a replica, then disk; always a live holder.
+        std::optional<state_source> best;
+        for (const auto& [holder, kind] : at->second) {
+          if (!node_up(holder))
+            continue;
+          if (!best || kind < best->where)
+            best = state_source{rank_id{r}, holder, kind};
+        }
+        if (!best)
+          complete = false;
+        else
+          c.sources.push_back(*best);
+      }
+      if (complete)
+        return c;
+    }
+  }
+  return std::nullopt;
+}
+
+void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
+  for (const auto& s : placement_)
+    if (ranks_[s.rank].ready_epoch != epoch_)
+      return;
+  start_epoch start;
+  start.epoch = epoch_;
+  start.placement = placement_;
+  if (auto choice = choose_restore()) {
+    start.restore_step = choice->step;
+    start.restore_world = choice->world;
+    start.sources = std::move(choice->sources);
+  } else {
+    start.restore_step = step_t{0};
+    start.restore_world = world();
+    if (step_.value() > 0)
+      out.push_back(note_event{"no_snapshot", "no complete snapshot survives: training restarts from step 0", {}, {}});
+  }
+  state_ = job_state::running;
+  start_step_ = start.restore_step;
+  step_ = start.restore_step;
+  const auto now = clock_.now();
+  for (auto& [rank, r] : ranks_) {
+    r.step = start.restore_step;
+    r.last_progress = now;
+  }
+  out.push_back(note_event{"started",
+                           "epoch " + std::to_string(epoch_.value()) + ": " + std::to_string(world()) +
+                               " ranks train from step " + std::to_string(start.restore_step.value()),
+                           {}, {}});
+  out.push_back(std::move(start));
+}
+
+std::vector<policy_action> supervisor_policy::on_rank_failed(rank_id r, epoch_t e, const std::string& why) {
+  std::vector<policy_action> out;
+  if (e != epoch_ || !active(state_))
+    return out;
+  auto it = ranks_.find(r);
+  if (it == ranks_.end())
+    return out;
+  ++it->second.restarts;
+  ++restarts_;
+  out.push_back(note_event{"rank_failed", "rank " + std::to_string(r.value()) + ": " + why, r, {}});
+  if (it->second.restarts > config_.max_restarts_per_rank) {
+    fail(out, "rank " + std::to_string(r.value()) + " failed " + std::to_string(it->second.restarts) + " times (limit " +
+                  std::to_string(config_.max_restarts_per_rank) + "); last: " + why);
+    return out;
+  }
+  if (restarts_ > config_.max_restarts) {
+    fail(out, std::to_string(restarts_) + " restarts in this job (limit " + std::to_string(config_.max_restarts) +
+                  "); last: rank " + std::to_string(r.value()) + ": " + why);
+    return out;
+  }
+  new_epoch(out, placement_, {r}, "rank " + std::to_string(r.value()) + " failed: " + why);
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::on_collective_error(rank_id r, epoch_t e, const std::string& why) {
+  std::vector<policy_action> out;
+  if (e != epoch_ || state_ != job_state::running)
+    return out;
+  if (!collective_error_since_) {
+    collective_error_since_ = clock_.now();
+    out.push_back(note_event{"collective_error",
+                             "rank " + std::to_string(r.value()) + ": " + why + " (waiting for the failed rank to be found)", r,
+                             {}});
+  }
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::on_progress(rank_id r, epoch_t e, step_t s) {
+  std::vector<policy_action> out;
+  if (e != epoch_ || state_ != job_state::running)
+    return out;
+  auto it = ranks_.find(r);
+  if (it == ranks_.end())
+    return out;
+  it->second.step = std::max(it->second.step, s);
+  it->second.last_progress = clock_.now();
+  step_t lowest{~std::uint64_t{0}};
+  for (const auto& slot : placement_)
+    lowest = std::min(lowest, ranks_[slot.rank].step);
+  step_ = lowest;
+  if (step_.value() >= config_.total_steps) {
+    state_ = job_state::completed;
+    out.push_back(note_event{"completed", "all " + std::to_string(world()) + " ranks finished step " +
+                                              std::to_string(step_.value()),
+                             {}, {}});
+    out.push_back(finish_job{job_state::completed, ""});
+  }
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::on_tick() {
+  std::vector<policy_action> out;
+  const auto now = clock_.now();
+  for (std::uint32_t n = 0; n < nodes_.size(); ++n) {
+    if (nodes_[n].up && now - nodes_[n].last_heartbeat > config_.node_timeout) {
+      auto lost = on_node_lost(node_id{n}, "no heartbeat for " + format_duration(now - nodes_[n].last_heartbeat));
+      out.insert(out.end(), std::make_move_iterator(lost.begin()), std::make_move_iterator(lost.end()));
+    }
+  }
+  if (state_ == job_state::running) {
+    for (const auto& s : placement_) {
+      auto& r = ranks_[s.rank];
+      if (now - r.last_progress > config_.hang_timeout) {
+        out.push_back(note_event{"rank_hung",
+                                 "rank " + std::to_string(s.rank.value()) + " made no progress for " +
+                                     format_duration(now - r.last_progress) + ": killing it",
+                                 s.rank, s.node});
+        out.push_back(kill_rank{s.rank, s.node, 9});
+        r.last_progress = now;  // its exit drives the recovery; do not kill it twice
+      }
+    }
+    if (collective_error_since_ && now - *collective_error_since_ > config_.hang_timeout) {
+      // A collective failed but no rank was found dead or stuck: start over with everyone.
+      new_epoch(out, placement_, {}, "a collective failed and no failed rank was found");
+    }
+  } else if (state_ == job_state::rendezvous && now - rendezvous_since_ > config_.rendezvous_timeout) {
+    std::set<rank_id> missing;
+    for (const auto& s : placement_)
+      if (ranks_[s.rank].ready_epoch != epoch_)
+        missing.insert(s.rank);
+    std::string list;
+    for (auto r : missing)
+      list += (list.empty() ? "" : ", ") + std::to_string(r.value());
+    out.push_back(note_event{"rendezvous_timeout", "ranks " + list + " did not register within " +
+                                                       format_duration(config_.rendezvous_timeout),
+                             {}, {}});
+    for (auto r : missing) {
+      auto& rs = ranks_[r];
+      ++rs.restarts;
+      ++restarts_;
+      if (rs.restarts > config_.max_restarts_per_rank) {
+        fail(out, "rank " + std::to_string(r.value()) + " never registered after " + std::to_string(rs.restarts) +
+                      " attempts");
+        return out;
+      }
+      const auto it = std::find_if(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.rank == r; });
+      out.push_back(kill_rank{r, it->node, 9});
+    }
+    new_epoch(out, placement_, missing, "rendezvous timed out");
+  }
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::pause() {
+  std::vector<policy_action> out;
+  if (!active(state_))
+    return out;
+  epoch_ = epoch_.next();
+  gen_of_epoch_[epoch_] = world_gen_;
+  out.push_back(note_event{"paused", "paused at step " + std::to_string(step_.value()), {}, {}});
+  out.push_back(persist_epoch{epoch_});
+  out.push_back(abort_ranks{epoch_});
+  state_ = job_state::paused;
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::resume() {
+  std::vector<policy_action> out;
+  if (state_ != job_state::paused)
+    return out;
+  new_epoch(out, placement_, {}, "resumed");
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::stop(const std::string& why) {
+  std::vector<policy_action> out;
+  if (state_ == job_state::completed || state_ == job_state::failed || state_ == job_state::stopped)
+    return out;
+  state_ = job_state::stopped;
+  reason_ = why;
+  out.push_back(note_event{"stopped", why, {}, {}});
+  out.push_back(finish_job{job_state::stopped, why});
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::drain(node_id n) {
+  std::vector<policy_action> out;
+  if (n.value() >= nodes_.size())
+    return out;
+  nodes_[n.value()].drained = true;
+  out.push_back(note_event{"node_drained", config_.nodes[n.value()].name + " drained", {}, n});
+  const bool holds_ranks = std::any_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.node == n; });
+  if (!holds_ranks || !active(state_))
+    return out;
+  std::vector<rank_slot> placement;
+  std::set<rank_id> moved;
+  if (auto spare = free_spare()) {
+    std::uint32_t local = 0;
+    for (auto s : placement_) {
+      if (s.node == n) {
+        s.node = *spare;
+        s.local_index = local++;
+        moved.insert(s.rank);
+      }
+      placement.push_back(s);
+    }
+  } else {
+    std::uint32_t next = 0;
+    for (auto s : placement_) {
+      if (s.node == n)
+        continue;
+      s.rank = rank_id{next++};
+      placement.push_back(s);
+    }
+  }
+  // The drained node's daemon stays up: its slots remain a source for the restore.
+  new_epoch(out, std::move(placement), {}, "drain of " + config_.nodes[n.value()].name);
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::scale(std::uint32_t new_world) {
+  std::vector<policy_action> out;
+  if (!active(state_) || new_world == world())
+    return out;
+  std::uint32_t widest = 1;
+  for (const auto& n : config_.nodes)
+    widest = std::max(widest, n.ranks);
+  std::vector<rank_slot> placement;
+  for (int pass = 0; pass < 2 && placement.size() < new_world; ++pass) {
+    for (std::uint32_t n = 0; n < config_.nodes.size() && placement.size() < new_world; ++n) {
+      const bool spare = config_.nodes[n].spare;
+      if ((pass == 0) == spare || !nodes_[n].up || nodes_[n].drained)
+        continue;
+      const std::uint32_t capacity = spare ? widest : config_.nodes[n].ranks;
+      for (std::uint32_t i = 0; i < capacity && placement.size() < new_world; ++i)
+        placement.push_back({rank_id{static_cast<std::uint32_t>(placement.size())}, node_id{n}, i});
+    }
+  }
+  if (placement.size() < new_world) {
+    out.push_back(note_event{"scale_refused",
+                             "cannot scale to " + std::to_string(new_world) + " ranks: the nodes up hold at most " +
+                                 std::to_string(placement.size()),
+                             {}, {}});
+    return out;
+  }
+  new_epoch(out, std::move(placement), {}, "scale from " + std::to_string(world()) + " to " + std::to_string(new_world) + " ranks");
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement,
+                                                                   step_t step) {
+  epoch_ = last_epoch;
+  placement_ = std::move(placement);
+  step_ = step;
+  state_ = job_state::waiting_for_nodes;
+  for (const auto& s : placement_)
+    ranks_[s.rank];
+  return {note_event{"supervisor_restarted",
+                     "reloaded epoch " + std::to_string(last_epoch.value()) + ", " + std::to_string(placement_.size()) +
+                         " ranks at step " + std::to_string(step.value()) + "; waiting for the nodes",
+                     {}, {}}};
+}
+
+}  // namespace rekindle::actors

@@ -1,0 +1,259 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "common/clock.hpp"
+#include "common/ids.hpp"
+
+namespace rekindle::actors {
+
+/// What the policy needs to know about the cluster and the job; built from config::spec.
+struct policy_config {
+  struct node {
+    std::string name;
+    /// Ranks it runs in the initial placement (0 for a spare).
+    std::uint32_t ranks = 0;
+    bool spare = false;
+  };
+  std::vector<node> nodes;
+  /// Optimizer steps of the job.
+  std::uint64_t total_steps = 0;
+  /// Steps between in-memory snapshots.
+  std::uint64_t snapshot_every = 1;
+  std::chrono::nanoseconds hang_timeout = std::chrono::seconds{10};
+  std::chrono::nanoseconds node_timeout = std::chrono::seconds{1};
+  std::chrono::nanoseconds rendezvous_timeout = std::chrono::seconds{30};
+  std::uint32_t max_restarts_per_rank = 5;
+  std::uint32_t max_restarts = 50;
+  std::chrono::nanoseconds backoff = std::chrono::milliseconds{100};
+  std::chrono::nanoseconds backoff_max = std::chrono::seconds{5};
+};
+
+/// Where one rank of an epoch runs.
+struct rank_slot {
+  rank_id rank;
+  node_id node;
+  /// Index among the node's ranks: selects its device and snapshot slot.
+  std::uint32_t local_index = 0;
+  bool operator==(const rank_slot&) const = default;
+};
+
+/// Where the state of one rank of the previous world can be read at the restore step.
+struct state_source {
+  /// The rank in the world that wrote it.
+  rank_id old_rank;
+  /// The node that holds it in memory (its own node's slot, or a buddy's replica).
+  node_id holder;
+  enum class kind : std::uint8_t { local_slot, buddy_replica, disk } where = kind::local_slot;
+  bool operator==(const state_source&) const = default;
+};
+
+/// The job's lifecycle, as the supervisor drives it.
+///
+///                   (1) all worker nodes up
+///   waiting_for_nodes ──────────────────────► rendezvous(e)
+///                                               │  ▲   │
+///                          (2) all ranks ready  │  │   │ (3) rendezvous timeout ──┐
+///                                               ▼  │   ▼                          │
+///                                           running(e) ─(5) rank failed / (6) node lost / (7) command
+///                                               │        ──────► rendezvous(e+1): epoch bumped,
+///                                               │                 aborts sent, ranks respawned
+///                          (4) every rank at    │
+///                              the last step    ▼
+///                                           completed
+///   any ─(8) restart limit, no ranks left, a rank that cannot be placed─► failed(reason)
+///   any ─(9) stop command─► stopped
+///   paused: (10) pause from running, (11) resume back to rendezvous(e+1)
+enum class job_state : std::uint8_t {
+  waiting_for_nodes,
+  rendezvous,
+  running,
+  paused,
+  completed,
+  failed,
+  stopped,
+};
+std::string_view to_string(job_state s) noexcept;
+
+// ---- what the policy asks the supervisor actor to do -------------------------------------------
+
+/// Make the new epoch durable (a synced write) before anything announces it.
+struct persist_epoch {
+  epoch_t epoch;
+};
+/// Tell every agent: abort the collectives of epochs older than `epoch`, keep the processes.
+struct abort_ranks {
+  epoch_t epoch;
+};
+/// Start a worker process for `slot` in `epoch`, after `delay` (restart back-off).
+struct spawn_rank {
+  epoch_t epoch;
+  rank_slot slot;
+  std::uint32_t world = 0;
+  std::chrono::nanoseconds delay{};
+};
+/// Stop a worker process (a hung rank, a rank leaving its node, the end of the job).
+struct kill_rank {
+  rank_id rank;
+  node_id node;
+  int signal = 9;
+};
+/// Every rank of `epoch` registered: start training from `restore_step` (0: from scratch).
+struct start_epoch {
+  epoch_t epoch;
+  std::vector<rank_slot> placement;
+  step_t restore_step;
+  /// World size whose state is restored (differs from placement.size() after a resize).
+  std::uint32_t restore_world = 0;
+  /// For each rank of the restored world, where its state is.
+  std::vector<state_source> sources;
+};
+/// The job ended; `reason` says why for failed and stopped.
+struct finish_job {
+  job_state state;
+  std::string reason;
+};
+/// Something worth recording in the event log and showing an operator.
+struct note_event {
+  std::string kind;
+  std::string detail;
+  std::optional<rank_id> rank;
+  std::optional<node_id> node;
+};
+
+using policy_action = std::variant<persist_epoch, abort_ranks, spawn_rank, kill_rank, start_epoch, finish_job, note_event>;
+
+/// A copy of one rank's state that a node holds: its own rank's slot, a buddy's replica, or a
+/// checkpoint on disk.
+struct snapshot_report {
+  /// The epoch in which the rank wrote it (names the world it belongs to).
+  epoch_t epoch;
+  rank_id rank;
+  step_t step;
+  node_id holder;
+  state_source::kind where = state_source::kind::local_slot;
+};
+
+/// The supervisor's decisions, without CAF, without I/O, with an injected clock.
+///
+/// The supervisor actor feeds it events (nodes and ranks coming and going, progress, timer ticks,
+/// operator commands) and carries out the actions it returns, in order. The discrete-event
+/// simulator feeds it the same events against modelled time. Every decision that changes the
+/// membership bumps the epoch; messages of older epochs are the caller's to drop (see
+/// `accepts`).
+///
+/// Thread-safety: none; one owner (the supervisor actor, or the simulator).
+class supervisor_policy {
+ public:
+  supervisor_policy(policy_config config, const clock& time);
+
+  [[nodiscard]] job_state state() const noexcept { return state_; }
+  [[nodiscard]] epoch_t epoch() const noexcept { return epoch_; }
+  [[nodiscard]] const std::vector<rank_slot>& placement() const noexcept { return placement_; }
+  [[nodiscard]] std::uint32_t world() const noexcept { return static_cast<std::uint32_t>(placement_.size()); }
+  /// Newest step every rank reported (0 before any).
+  [[nodiscard]] step_t step() const noexcept { return step_; }
+  [[nodiscard]] std::uint32_t restarts() const noexcept { return restarts_; }
+  [[nodiscard]] std::uint32_t restarts_of(rank_id r) const;
+  [[nodiscard]] const std::string& reason() const noexcept { return reason_; }
+  [[nodiscard]] bool node_up(node_id n) const;
+  /// True when a message stamped `e` belongs to the current epoch.
+  [[nodiscard]] bool accepts(epoch_t e) const noexcept { return e == epoch_; }
+
+  // ---- events ------------------------------------------------------------------------------
+  /// (1) A node's agent connected (or reconnected).
+  std::vector<policy_action> on_node_up(node_id n);
+  /// (6) A node's agent is gone (missed heartbeats, endpoint error, drained).
+  std::vector<policy_action> on_node_lost(node_id n, const std::string& why);
+  /// A heartbeat from a node's agent.
+  void on_heartbeat(node_id n);
+  /// (2) A rank registered for an epoch.
+  std::vector<policy_action> on_rank_ready(rank_id r, epoch_t e);
+  /// A node holds a copy of a rank's state (reported after each snapshot, replication, commit).
+  void on_snapshot(const snapshot_report& r);
+  /// (5) A rank's process ended, or its collectives failed, or it was found hung.
+  std::vector<policy_action> on_rank_failed(rank_id r, epoch_t e, const std::string& why);
+  /// A rank's collective failed (a timeout or a peer error): a symptom; the rank that caused it
+  /// is found by its exit or its missed heartbeats. If none is found within the hang timeout,
+  /// every rank starts over in a new epoch.
+  std::vector<policy_action> on_collective_error(rank_id r, epoch_t e, const std::string& why);
+  /// A rank finished a step.
+  std::vector<policy_action> on_progress(rank_id r, epoch_t e, step_t s);
+  /// Periodic: finds hung ranks, lost nodes and overdue rendezvous (3).
+  std::vector<policy_action> on_tick();
+
+  // ---- operator commands (7, 9, 10, 11) -----------------------------------------------------
+  std::vector<policy_action> pause();
+  std::vector<policy_action> resume();
+  std::vector<policy_action> stop(const std::string& why);
+  /// Moves the ranks of `n` elsewhere (a spare, or a smaller world) and stops using it.
+  std::vector<policy_action> drain(node_id n);
+  /// Resizes the data-parallel world to `world` ranks (at most the ranks the nodes can hold).
+  std::vector<policy_action> scale(std::uint32_t world);
+  /// After the supervisor's own restart: the reloaded epoch and placement; starts a new epoch.
+  std::vector<policy_action> recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement, step_t step);
+
+ private:
+  struct rank_state {
+    std::optional<epoch_t> ready_epoch;
+    step_t step;
+    clock::time_point last_progress;
+    std::uint32_t restarts = 0;
+  };
+  /// Copies of rank states by world generation, rank, step: the nodes holding them and how.
+  using holders = std::set<std::pair<node_id, state_source::kind>>;
+  struct world_snapshots {
+    std::uint32_t world = 0;
+    std::map<rank_id, std::map<step_t, holders>> ranks;
+  };
+  struct restore_choice {
+    step_t step;
+    std::uint32_t world = 0;
+    std::vector<state_source> sources;
+  };
+  /// The newest step whose state every rank of one world can still read from a live node.
+  [[nodiscard]] std::optional<restore_choice> choose_restore() const;
+  struct node_state {
+    bool up = false;
+    bool drained = false;
+    clock::time_point last_heartbeat;
+  };
+
+  // Starts epoch e+1 with `placement`, respawning `respawn` (with back-off) and restoring the
+  // state of `restore_world` ranks.
+  void new_epoch(std::vector<policy_action>& out, std::vector<rank_slot> placement, const std::set<rank_id>& respawn,
+                 const std::string& why);
+  std::vector<rank_slot> initial_placement() const;
+  std::optional<node_id> free_spare() const;
+  void fail(std::vector<policy_action>& out, const std::string& why);
+  void maybe_start(std::vector<policy_action>& out);
+  std::chrono::nanoseconds backoff_for(std::uint32_t restarts) const;
+
+  policy_config config_;
+  const clock& clock_;
+  job_state state_ = job_state::waiting_for_nodes;
+  epoch_t epoch_{0};
+  std::vector<rank_slot> placement_;
+  std::map<rank_id, rank_state> ranks_;
+  std::vector<node_state> nodes_;
+  step_t step_;
+  /// Step the current epoch started from.
+  step_t start_step_;
+  /// A new world generation begins with every change of the rank numbering.
+  std::uint32_t world_gen_ = 0;
+  std::map<epoch_t, std::uint32_t> gen_of_epoch_;
+  std::map<std::uint32_t, world_snapshots> snapshots_;
+  clock::time_point rendezvous_since_;
+  std::optional<clock::time_point> collective_error_since_;
+  std::uint32_t restarts_ = 0;
+  std::string reason_;
+};
+
+}  // namespace rekindle::actors

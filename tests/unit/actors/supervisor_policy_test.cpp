@@ -1,0 +1,311 @@
+#include <gtest/gtest.h>
+
+#include "actors/supervisor_policy.hpp"
+
+namespace rekindle::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+policy_config two_nodes(bool with_spare = false) {
+  policy_config c;
+  c.nodes = {{"n0", 2, false}, {"n1", 2, false}};
+  if (with_spare)
+    c.nodes.push_back({"s0", 0, true});
+  c.total_steps = 100;
+  c.snapshot_every = 5;
+  c.hang_timeout = 5s;
+  c.node_timeout = 1s;
+  c.rendezvous_timeout = 10s;
+  c.max_restarts_per_rank = 2;
+  c.max_restarts = 10;
+  c.backoff = 100ms;
+  c.backoff_max = 1s;
+  return c;
+}
+
+template <class T>
+std::vector<T> all_of(const std::vector<policy_action>& actions) {
+  std::vector<T> out;
+  for (const auto& a : actions)
+    if (const auto* x = std::get_if<T>(&a))
+      out.push_back(*x);
+  return out;
+}
+
+// Brings every node up and every rank through rendezvous; returns the start action.
+start_epoch start_job(supervisor_policy& p, std::uint32_t nodes) {
+  for (std::uint32_t n = 0; n < nodes; ++n)
+    (void)p.on_node_up(node_id{n});
+  EXPECT_EQ(p.state(), job_state::rendezvous);
+  std::vector<policy_action> last;
+  for (const auto& s : p.placement())
+    last = p.on_rank_ready(s.rank, p.epoch());
+  auto starts = all_of<start_epoch>(last);
+  EXPECT_EQ(starts.size(), 1u);
+  return starts.empty() ? start_epoch{} : starts[0];
+}
+
+// Every rank reports a snapshot of `step` in its own slot.
+void snapshot_all(supervisor_policy& p, std::uint64_t step) {
+  for (const auto& s : p.placement())
+    p.on_snapshot({p.epoch(), s.rank, step_t{step}, s.node, state_source::kind::local_slot});
+}
+
+TEST(supervisor_policy, starts_once_every_worker_node_is_up) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  auto a = p.on_node_up(node_id{0});
+  EXPECT_EQ(p.state(), job_state::waiting_for_nodes);
+  EXPECT_TRUE(all_of<spawn_rank>(a).empty());
+  a = p.on_node_up(node_id{1});
+  EXPECT_EQ(p.state(), job_state::rendezvous);
+  EXPECT_EQ(p.epoch(), epoch_t{1});
+  ASSERT_EQ(all_of<persist_epoch>(a).size(), 1u);
+  auto spawns = all_of<spawn_rank>(a);
+  ASSERT_EQ(spawns.size(), 4u);
+  EXPECT_EQ(spawns[2].slot, (rank_slot{rank_id{2}, node_id{1}, 0}));
+  EXPECT_EQ(spawns[2].world, 4u);
+  // The epoch is persisted before anything announces it.
+  std::size_t persist_at = 0, spawn_at = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::holds_alternative<persist_epoch>(a[i]) && persist_at == 0)
+      persist_at = i + 1;
+    if (std::holds_alternative<spawn_rank>(a[i]) && spawn_at == 0)
+      spawn_at = i + 1;
+  }
+  EXPECT_LT(persist_at, spawn_at);
+}
+
+TEST(supervisor_policy, first_start_is_from_scratch_and_progress_completes) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  auto start = start_job(p, 2);
+  EXPECT_EQ(p.state(), job_state::running);
+  EXPECT_EQ(start.restore_step, step_t{0});
+  EXPECT_EQ(start.placement.size(), 4u);
+  for (std::uint32_t r = 0; r < 3; ++r)
+    EXPECT_TRUE(all_of<finish_job>(p.on_progress(rank_id{r}, p.epoch(), step_t{100})).empty());
+  auto done = all_of<finish_job>(p.on_progress(rank_id{3}, p.epoch(), step_t{100}));
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].state, job_state::completed);
+}
+
+TEST(supervisor_policy, a_failed_rank_restarts_in_place_from_the_newest_common_snapshot) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  snapshot_all(p, 5);
+  snapshot_all(p, 10);
+  // Rank 2 crashed while writing step 15: only the others have it.
+  for (std::uint32_t r : {0u, 1u, 3u})
+    p.on_snapshot({p.epoch(), rank_id{r}, step_t{15}, node_id{r / 2}, state_source::kind::local_slot});
+  const auto old_epoch = p.epoch();
+  auto a = p.on_rank_failed(rank_id{2}, old_epoch, "exited with signal 9");
+  EXPECT_EQ(p.epoch(), old_epoch.next());
+  EXPECT_EQ(all_of<abort_ranks>(a).size(), 1u);
+  auto spawns = all_of<spawn_rank>(a);
+  ASSERT_EQ(spawns.size(), 4u);
+  EXPECT_EQ(spawns[2].slot, (rank_slot{rank_id{2}, node_id{1}, 0})) << "in place";
+  EXPECT_EQ(spawns[2].delay, 0ns) << "a first failure restarts at once";
+  // Stale messages of the old epoch change nothing.
+  EXPECT_TRUE(p.on_rank_ready(rank_id{0}, old_epoch).empty());
+  EXPECT_TRUE(p.on_rank_failed(rank_id{3}, old_epoch, "collective aborted").empty());
+  EXPECT_EQ(p.restarts(), 1u);
+  std::vector<policy_action> last;
+  for (std::uint32_t r = 0; r < 4; ++r)
+    last = p.on_rank_ready(rank_id{r}, p.epoch());
+  auto start = all_of<start_epoch>(last);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{10});
+  ASSERT_EQ(start[0].sources.size(), 4u);
+  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{1}, state_source::kind::local_slot}));
+}
+
+TEST(supervisor_policy, repeated_failures_back_off_and_hit_the_limit) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  auto a = p.on_rank_failed(rank_id{1}, p.epoch(), "segfault");
+  for (std::uint32_t r = 0; r < 4; ++r)
+    a = p.on_rank_ready(rank_id{r}, p.epoch());
+  a = p.on_rank_failed(rank_id{1}, p.epoch(), "segfault");
+  auto spawns = all_of<spawn_rank>(a);
+  ASSERT_EQ(spawns.size(), 4u);
+  EXPECT_EQ(spawns[1].delay, 100ms) << "a second failure waits the back-off";
+  EXPECT_EQ(spawns[0].delay, 0ns) << "survivors are not delayed";
+  a = p.on_rank_failed(rank_id{1}, p.epoch(), "segfault");
+  EXPECT_EQ(p.state(), job_state::failed);
+  auto fin = all_of<finish_job>(a);
+  ASSERT_EQ(fin.size(), 1u);
+  EXPECT_EQ(fin[0].reason, "rank 1 failed 3 times (limit 2); last: segfault");
+}
+
+TEST(supervisor_policy, a_lost_node_moves_its_ranks_to_a_spare_and_restores_from_buddy_replicas) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(true), clock};
+  (void)start_job(p, 3);
+  snapshot_all(p, 10);
+  // n0 holds replicas of n1's ranks, n1 of n0's.
+  for (std::uint32_t r = 0; r < 4; ++r)
+    p.on_snapshot({p.epoch(), rank_id{r}, step_t{10}, node_id{r < 2 ? 1u : 0u}, state_source::kind::buddy_replica});
+  auto a = p.on_node_lost(node_id{1}, "daemon killed");
+  auto spawns = all_of<spawn_rank>(a);
+  ASSERT_EQ(spawns.size(), 4u);
+  EXPECT_EQ(spawns[2].slot, (rank_slot{rank_id{2}, node_id{2}, 0}));
+  EXPECT_EQ(spawns[3].slot, (rank_slot{rank_id{3}, node_id{2}, 1}));
+  EXPECT_EQ(p.world(), 4u);
+  std::vector<policy_action> last;
+  for (std::uint32_t r = 0; r < 4; ++r)
+    last = p.on_rank_ready(rank_id{r}, p.epoch());
+  auto start = all_of<start_epoch>(last);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{10});
+  EXPECT_EQ(start[0].sources[0], (state_source{rank_id{0}, node_id{0}, state_source::kind::local_slot}));
+  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{0}, state_source::kind::buddy_replica}));
+}
+
+TEST(supervisor_policy, without_a_spare_the_world_shrinks_and_restores_the_old_world) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  snapshot_all(p, 20);
+  for (std::uint32_t r = 2; r < 4; ++r)
+    p.on_snapshot({p.epoch(), rank_id{r}, step_t{20}, node_id{0}, state_source::kind::buddy_replica});
+  auto a = p.on_node_lost(node_id{1}, "no heartbeat");
+  EXPECT_EQ(p.world(), 2u);
+  std::vector<policy_action> last;
+  for (std::uint32_t r = 0; r < 2; ++r)
+    last = p.on_rank_ready(rank_id{r}, p.epoch());
+  auto start = all_of<start_epoch>(last);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].placement.size(), 2u);
+  EXPECT_EQ(start[0].restore_world, 4u) << "the state of the old 4-rank world is resharded";
+  EXPECT_EQ(start[0].restore_step, step_t{20});
+  ASSERT_EQ(start[0].sources.size(), 4u);
+  EXPECT_EQ(start[0].sources[3].holder, node_id{0});
+  // Snapshots of the new world take over once every rank has one.
+  snapshot_all(p, 25);
+  auto b = p.on_rank_failed(rank_id{1}, p.epoch(), "crash");
+  for (std::uint32_t r = 0; r < 2; ++r)
+    last = p.on_rank_ready(rank_id{r}, p.epoch());
+  start = all_of<start_epoch>(last);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{25});
+  EXPECT_EQ(start[0].restore_world, 2u);
+}
+
+TEST(supervisor_policy, no_surviving_snapshot_restarts_from_step_zero_and_says_so) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  snapshot_all(p, 10);
+  (void)p.on_progress(rank_id{0}, p.epoch(), step_t{12});
+  auto a = p.on_node_lost(node_id{1}, "gone");  // no replicas were reported
+  std::vector<policy_action> last;
+  for (std::uint32_t r = 0; r < 2; ++r)
+    last = p.on_rank_ready(rank_id{r}, p.epoch());
+  auto start = all_of<start_epoch>(last);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{0});
+}
+
+TEST(supervisor_policy, hung_ranks_are_killed_and_lost_nodes_found_by_ticks) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  for (int i = 0; i < 6; ++i) {
+    clock.advance(900ms);
+    p.on_heartbeat(node_id{0});
+    p.on_heartbeat(node_id{1});
+    for (std::uint32_t r : {0u, 1u, 3u})
+      (void)p.on_progress(rank_id{r}, p.epoch(), step_t{static_cast<std::uint64_t>(i + 1)});
+    auto a = p.on_tick();
+    if (i < 5) {
+      EXPECT_TRUE(all_of<kill_rank>(a).empty()) << i;
+    } else {
+      auto kills = all_of<kill_rank>(a);
+      ASSERT_EQ(kills.size(), 1u);
+      EXPECT_EQ(kills[0].rank, rank_id{2});
+    }
+  }
+  clock.advance(1500ms);
+  p.on_heartbeat(node_id{0});
+  auto a = p.on_tick();
+  EXPECT_FALSE(p.node_up(node_id{1}));
+  EXPECT_EQ(p.world(), 2u);
+  EXPECT_EQ(p.state(), job_state::rendezvous);
+  EXPECT_FALSE(all_of<spawn_rank>(a).empty());
+}
+
+TEST(supervisor_policy, rendezvous_timeout_restarts_the_missing_rank) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  for (std::uint32_t n = 0; n < 2; ++n)
+    (void)p.on_node_up(node_id{n});
+  for (std::uint32_t r : {0u, 1u, 2u})
+    (void)p.on_rank_ready(rank_id{r}, p.epoch());
+  clock.advance(11s);
+  p.on_heartbeat(node_id{0});
+  p.on_heartbeat(node_id{1});
+  auto a = p.on_tick();
+  auto kills = all_of<kill_rank>(a);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].rank, rank_id{3});
+  EXPECT_EQ(p.epoch(), epoch_t{2});
+  EXPECT_EQ(p.restarts_of(rank_id{3}), 1u);
+}
+
+TEST(supervisor_policy, pause_resume_stop_scale_and_drain) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  auto a = p.pause();
+  EXPECT_EQ(p.state(), job_state::paused);
+  EXPECT_TRUE(all_of<spawn_rank>(a).empty());
+  a = p.resume();
+  EXPECT_EQ(p.state(), job_state::rendezvous);
+  EXPECT_EQ(all_of<spawn_rank>(a).size(), 4u);
+  a = p.scale(9);
+  EXPECT_EQ(all_of<note_event>(a).at(0).kind, "scale_refused");
+  a = p.scale(3);
+  EXPECT_EQ(p.world(), 3u);
+  a = p.drain(node_id{0});
+  EXPECT_EQ(p.world(), 1u);
+  EXPECT_EQ(p.placement()[0].node, node_id{1});
+  a = p.stop("operator");
+  EXPECT_EQ(p.state(), job_state::stopped);
+  EXPECT_EQ(all_of<finish_job>(a).at(0).reason, "operator");
+}
+
+TEST(supervisor_policy, a_restarted_supervisor_starts_a_new_epoch_once_nodes_return) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  std::vector<rank_slot> placement{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}};
+  (void)p.recover_after_restart(epoch_t{7}, placement, step_t{40});
+  EXPECT_EQ(p.state(), job_state::waiting_for_nodes);
+  (void)p.on_node_up(node_id{0});
+  auto a = p.on_node_up(node_id{1});
+  EXPECT_EQ(p.epoch(), epoch_t{8});
+  EXPECT_EQ(all_of<spawn_rank>(a).size(), 2u);
+}
+
+TEST(supervisor_policy, a_collective_error_without_a_culprit_restarts_everyone_after_the_hang_timeout) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  auto a = p.on_collective_error(rank_id{0}, p.epoch(), "timeout");
+  EXPECT_EQ(all_of<note_event>(a).at(0).kind, "collective_error");
+  EXPECT_EQ(p.state(), job_state::running);
+  clock.advance(6s);
+  p.on_heartbeat(node_id{0});
+  p.on_heartbeat(node_id{1});
+  for (std::uint32_t r = 0; r < 4; ++r)
+    (void)p.on_progress(rank_id{r}, p.epoch(), step_t{1});
+  a = p.on_tick();
+  EXPECT_EQ(p.state(), job_state::rendezvous);
+  EXPECT_EQ(p.epoch(), epoch_t{2});
+}
+
+}  // namespace
+}  // namespace rekindle::actors
