@@ -40,6 +40,8 @@ enum class record_type : std::uint8_t {
 inline constexpr std::size_t record_overhead = 2 + 8;
 
 /// Builds one record.
+///
+/// Thread-safety: a value; one object is used by one thread at a time.
 class record_writer {
  public:
   record_writer(record_type type, std::uint8_t version);
@@ -60,6 +62,9 @@ class record_writer {
 
 /// Reads the fields of one record in order. The first failure sticks: later reads return zeros and
 /// `finish()` returns the error naming the place.
+///
+/// Thread-safety: a value that views the record's bytes; one thread at a time, and the bytes must
+/// outlive it.
 class record_reader {
  public:
   /// Checks size, checksum, type and version of `value` stored at `key` (shown in errors).

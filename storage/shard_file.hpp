@@ -42,6 +42,10 @@
 /// A failure in steps 1–4 removes NAME.tmp and returns the error; one in step 5 (or a hook error
 /// at `after_rename`) leaves the complete NAME in place and returns the error, and the caller
 /// does not commit a manifest naming it.
+///
+/// Thread-safety: the functions keep no state. Writes of distinct names and reads may run
+/// concurrently, in threads or processes; `collect_garbage` must not run while a shard is being
+/// written into the same directory (it would remove the write's NAME.tmp).
 
 namespace rekindle::storage {
 
