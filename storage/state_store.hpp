@@ -318,9 +318,8 @@ class state_store {
   /// decode (data_loss naming its key) or a read error.
   [[nodiscard]] expected<store_contents> load() const;
 
-  struct impl;
-
  private:
+  struct impl;
   explicit state_store(std::unique_ptr<impl> p) noexcept;
   std::unique_ptr<impl> impl_;
 };
