@@ -1,0 +1,273 @@
+#include "storage/snapshot_slot.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "storage/checksum.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace rekindle::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A slot name unique to this test (the daemon derives it from its data directory the same way),
+// removed before and after.
+struct slot_fixture : ::testing::Test {
+  testing::temp_dir dir{"rekindle-slot"};
+  std::string name = snapshot_slot::name_for(dir.path(), "unit", 0);
+
+  void SetUp() override { ASSERT_TRUE(snapshot_slot::remove(name).ok()); }
+  void TearDown() override { EXPECT_TRUE(snapshot_slot::remove(name).ok()); }
+
+  snapshot_slot make(std::uint64_t capacity) {
+    auto s = snapshot_slot::create(name, capacity);
+    EXPECT_TRUE(s.has_value()) << s.to_status();
+    return std::move(s).value();
+  }
+};
+
+// Bytes that depend on the step, so a mix of two snapshots is visible.
+std::vector<std::byte> pattern(std::uint64_t step, std::size_t n) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<std::byte>((step * 131 + i * 7) & 0xff);
+  return v;
+}
+
+std::vector<std::byte> bytes_of(std::span<const std::byte> s) { return {s.begin(), s.end()}; }
+
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+TEST_F(slot_fixture, names_differ_by_data_dir_job_and_rank) {
+  testing::temp_dir other{"rekindle-slot"};
+  EXPECT_NE(snapshot_slot::name_for(dir.path(), "unit", 0), snapshot_slot::name_for(other.path(), "unit", 0));
+  EXPECT_NE(snapshot_slot::name_for(dir.path(), "unit", 0), snapshot_slot::name_for(dir.path(), "unit2", 0));
+  EXPECT_EQ(snapshot_slot::name_for(dir.path(), "unit", 3), snapshot_slot::name_prefix(dir.path(), "unit") + "3");
+  const auto odd = snapshot_slot::name_for(dir.path(), "a/b c", 1);
+  EXPECT_EQ(odd.find('/', 1), std::string::npos) << odd;
+  EXPECT_EQ(snapshot_slot::create("no-slash", 4096).to_status().code(), errc::invalid_argument);
+  EXPECT_EQ(snapshot_slot::create("/a/b", 4096).to_status().code(), errc::invalid_argument);
+}
+
+TEST_F(slot_fixture, a_published_snapshot_reads_back_verified) {
+  auto slot = make(10000);
+  EXPECT_EQ(slot.capacity(), 12288u) << "rounded up to whole pages";
+  EXPECT_EQ(slot.latest().to_status().code(), errc::not_found);
+  const auto a = pattern(7, 5000);
+  ASSERT_TRUE(slot.write(step_t{7}, a).ok());
+  EXPECT_EQ(slot.generation(), 1u);
+
+  auto reader = snapshot_slot::open(name);
+  ASSERT_TRUE(reader.has_value()) << reader.to_status();
+  EXPECT_EQ(reader->capacity(), slot.capacity());
+  auto v = reader->latest();
+  ASSERT_TRUE(v.has_value()) << v.to_status();
+  EXPECT_EQ(v->step, step_t{7});
+  EXPECT_EQ(bytes_of(v->data), a);
+  EXPECT_EQ(v->checksum, xxh64(a));
+  EXPECT_EQ(v->generation, 1u);
+  EXPECT_TRUE(reader->still_valid(*v));
+
+  std::vector<std::byte> out(slot.capacity());
+  auto info = reader->copy_latest(out);
+  ASSERT_TRUE(info.has_value()) << info.to_status();
+  EXPECT_EQ(info->length, a.size());
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), out.begin()));
+  std::vector<std::byte> small(100);
+  EXPECT_EQ(reader->copy_latest(small).to_status().code(), errc::resource_exhausted);
+}
+
+TEST_F(slot_fixture, readers_see_the_previous_snapshot_until_the_next_is_published) {
+  auto slot = make(4096);
+  const auto a = pattern(1, 3000);
+  ASSERT_TRUE(slot.write(step_t{1}, a).ok());
+  auto first = slot.latest();
+  ASSERT_TRUE(first.has_value());
+
+  // Export straight into the slot: begin_write, fill, publish.
+  auto half = slot.begin_write();
+  ASSERT_TRUE(half.has_value()) << half.to_status();
+  EXPECT_EQ(half->size(), 4096u);
+  const auto b = pattern(2, 4000);
+  std::memcpy(half->data(), b.data(), b.size());
+  auto during = slot.latest();
+  ASSERT_TRUE(during.has_value());
+  EXPECT_EQ(during->step, step_t{1}) << "half-written data is never visible";
+  EXPECT_EQ(bytes_of(during->data), a);
+  EXPECT_TRUE(slot.still_valid(*first)) << "the writer writes the other half";
+
+  ASSERT_TRUE(slot.publish(step_t{2}, b.size()).ok()) << "the checksum is computed when not given";
+  auto second = slot.latest();
+  ASSERT_TRUE(second.has_value()) << second.to_status();
+  EXPECT_EQ(second->step, step_t{2});
+  EXPECT_EQ(bytes_of(second->data), b);
+  EXPECT_NE(second->half, first->half);
+  EXPECT_TRUE(slot.still_valid(*first)) << "published but not yet overwritten";
+
+  ASSERT_TRUE(slot.begin_write().has_value());
+  EXPECT_FALSE(slot.still_valid(*first)) << "the writer now reuses the first half";
+  EXPECT_TRUE(slot.still_valid(*second));
+  EXPECT_EQ(slot.publish(step_t{3}, 5000).code(), errc::resource_exhausted);
+  EXPECT_EQ(slot.latest()->step, step_t{2});
+}
+
+TEST_F(slot_fixture, capacity_is_checked_with_a_precise_error) {
+  auto slot = make(4096);
+  const auto big = pattern(1, 4097);
+  const auto st = slot.write(step_t{9}, big);
+  EXPECT_EQ(st.code(), errc::resource_exhausted);
+  EXPECT_NE(st.message().find("state of step 9 has 4097 bytes, more than the slot's capacity of 4096 bytes"),
+            std::string::npos)
+      << st;
+  EXPECT_EQ(slot.publish(step_t{1}, 1).code(), errc::failed_precondition) << "publish needs begin_write";
+  EXPECT_EQ(snapshot_slot::create(name + "x", 0).to_status().code(), errc::invalid_argument);
+}
+
+TEST_F(slot_fixture, a_corrupted_snapshot_fails_its_checksum) {
+  auto slot = make(4096);
+  ASSERT_TRUE(slot.write(step_t{4}, pattern(4, 1000)).ok());
+  auto v = slot.latest();
+  ASSERT_TRUE(v.has_value());
+  const_cast<std::byte&>(v->data[500]) ^= std::byte{1};
+  const auto st = slot.latest().to_status();
+  EXPECT_EQ(st.code(), errc::data_loss);
+  EXPECT_NE(st.message().find("snapshot of step 4 fails its checksum"), std::string::npos) << st;
+  EXPECT_TRUE(slot.latest(false).has_value()) << "unverified reads skip the checksum";
+  std::vector<std::byte> out(4096);
+  EXPECT_EQ(slot.copy_latest(out).to_status().code(), errc::data_loss);
+}
+
+TEST_F(slot_fixture, create_refuses_an_existing_slot_and_stale_ones_are_removed) {
+  auto slot = make(4096);
+  EXPECT_EQ(snapshot_slot::create(name, 4096).to_status().code(), errc::already_exists);
+  const auto prefix = snapshot_slot::name_prefix(dir.path(), "unit");
+  const auto other = snapshot_slot::name_for(dir.path(), "unit", 1);
+  const auto foreign = snapshot_slot::name_for(dir.path(), "other-job", 0);
+  ASSERT_TRUE(snapshot_slot::create(other, 4096).has_value());
+  ASSERT_TRUE(snapshot_slot::create(foreign, 4096).has_value());
+  auto removed = snapshot_slot::remove_with_prefix(prefix);
+  ASSERT_TRUE(removed.has_value()) << removed.to_status();
+  std::sort(removed->begin(), removed->end());
+  EXPECT_EQ(*removed, (std::vector<std::string>{name, other}));
+  EXPECT_EQ(snapshot_slot::open(name).to_status().code(), errc::not_found);
+  EXPECT_TRUE(snapshot_slot::open(foreign).has_value()) << "another job's slot stays";
+  EXPECT_TRUE(snapshot_slot::remove(foreign).ok());
+  EXPECT_TRUE(snapshot_slot::remove(foreign).ok()) << "removing a missing slot is fine";
+  // The creator's mapping survives the unlink.
+  EXPECT_TRUE(slot.write(step_t{1}, pattern(1, 10)).ok());
+}
+
+// Writes `bytes` as a raw POSIX shared-memory object.
+void raw_object(const std::string& name, const std::vector<std::byte>& bytes) {
+  const int fd = shm_open(name.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  close(fd);
+}
+
+TEST_F(slot_fixture, open_checks_the_header) {
+  EXPECT_EQ(snapshot_slot::open(name).to_status().code(), errc::not_found);
+
+  raw_object(name, std::vector<std::byte>(100));
+  auto st = snapshot_slot::open(name).to_status();
+  EXPECT_EQ(st.code(), errc::data_loss);
+  EXPECT_NE(st.message().find("object of 100 bytes is shorter than the 4096-byte header"), std::string::npos) << st;
+
+  raw_object(name, std::vector<std::byte>(8192, std::byte{0x5a}));
+  st = snapshot_slot::open(name).to_status();
+  EXPECT_NE(st.message().find("byte 0: magic"), std::string::npos) << st;
+
+  ASSERT_TRUE(snapshot_slot::remove(name).ok());
+  { auto slot = make(4096); }
+  // Grow the claimed capacity beyond the object.
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  const std::uint64_t huge = 1 << 20;
+  ASSERT_EQ(pwrite(fd, &huge, sizeof huge, 16), 8);
+  close(fd);
+  st = snapshot_slot::open(name).to_status();
+  EXPECT_EQ(st.code(), errc::data_loss);
+  EXPECT_NE(st.message().find("byte 16: capacity 1048576 does not fit an object of 12288 bytes"), std::string::npos)
+      << st;
+}
+
+TEST_F(slot_fixture, one_live_writer_at_a_time_and_a_dead_writer_is_replaced) {
+  auto slot = make(4096);
+  ASSERT_TRUE(slot.write(step_t{1}, pattern(1, 100)).ok());
+  auto second = snapshot_slot::open(name);
+  ASSERT_TRUE(second.has_value());
+  auto st = second->write(step_t{2}, pattern(2, 100));
+  EXPECT_EQ(st.code(), errc::unavailable);
+  EXPECT_NE(st.message().find("live writer (pid " + std::to_string(getpid()) + ")"), std::string::npos) << st;
+
+  // A writer that dies in the middle of a write: begin_write, then gone without publishing.
+  {
+    auto dying = std::move(slot);
+    ASSERT_TRUE(dying.begin_write().has_value());
+  }
+  ASSERT_TRUE(second->write(step_t{3}, pattern(3, 200)).ok()) << "the claim was released";
+  auto v = second->latest();
+  ASSERT_TRUE(v.has_value()) << v.to_status();
+  EXPECT_EQ(v->step, step_t{3});
+  EXPECT_EQ(bytes_of(v->data), pattern(3, 200));
+  EXPECT_EQ(v->sequence % 2, 0u);
+
+  // A claim left by a process that no longer exists is taken over.
+  const pid_t child = fork();
+  if (child == 0)
+    _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  auto third = snapshot_slot::open(name);
+  ASSERT_TRUE(third.has_value());
+  {
+    const int fd = shm_open(name.c_str(), O_RDWR, 0);
+    const auto dead = static_cast<std::uint64_t>(child);
+    ASSERT_EQ(pwrite(fd, &dead, sizeof dead, 48), 8);
+    close(fd);
+  }
+  second = snapshot_slot::open(name);  // the old handle releases nothing: its claim was overwritten
+  EXPECT_TRUE(third->write(step_t{4}, pattern(4, 10)).ok());
+  EXPECT_EQ(third->latest()->step, step_t{4});
+}
+
+TEST_F(slot_fixture, the_first_copy_into_a_slot_takes_no_page_faults) {
+  constexpr std::size_t bytes = 64 << 20;
+  constexpr long pages = bytes / 4096;
+  auto owner = make(bytes);
+  auto worker = snapshot_slot::open(name);  // as the worker process maps it
+  ASSERT_TRUE(worker.has_value());
+  const std::vector<std::byte> state(bytes, std::byte{3});  // touched source
+
+  const long before = minor_faults();
+  ASSERT_TRUE(worker->write(step_t{1}, state).ok());
+  const long faults = minor_faults() - before;
+  EXPECT_LT(faults, pages / 100) << faults << " page faults for " << pages << " pages";
+
+  // The same copy into a mapping of the same memory made without pre-faulting faults on every page,
+  // which is what the measurement above would show without MAP_POPULATE.
+  const int fd = shm_open(name.c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  void* p = mmap(nullptr, snapshot_slot::header_bytes + 2 * bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  ASSERT_NE(p, MAP_FAILED);
+  const long before_plain = minor_faults();
+  std::memcpy(static_cast<std::byte*>(p) + snapshot_slot::header_bytes, state.data(), bytes);
+  const long plain_faults = minor_faults() - before_plain;
+  munmap(p, snapshot_slot::header_bytes + 2 * bytes);
+  EXPECT_GT(plain_faults, pages / 4) << "the control copy should fault";
+}
+
+}  // namespace
+}  // namespace rekindle::storage
