@@ -24,6 +24,12 @@ class strong_id {
   [[nodiscard]] constexpr strong_id next() const noexcept { return strong_id{static_cast<Rep>(value_ + 1)}; }
 
   friend constexpr auto operator<=>(strong_id, strong_id) noexcept = default;
+
+  /// Lets serialization frameworks (CAF's inspectors) read and write the value.
+  template <class Inspector>
+  friend auto inspect(Inspector& f, strong_id& x) {
+    return f(x.value_);
+  }
   friend std::ostream& operator<<(std::ostream& os, strong_id id) { return os << +id.value_; }
 
  private:

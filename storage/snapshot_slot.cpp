@@ -1,5 +1,7 @@
 #include "storage/snapshot_slot.hpp"
 
+#include <algorithm>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -354,16 +356,8 @@ status snapshot_slot::write(step_t step, std::span<const std::byte> state) {
   return publish(step, state.size(), sum);
 }
 
-expected<snapshot_view> snapshot_slot::latest(bool verify) const {
-  RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
+expected<snapshot_view> snapshot_slot::read_half(std::uint32_t a, bool verify) const {
   for (int i = 0; i < max_read_attempts; ++i) {
-    // Steps 1 and 2.
-    const std::uint32_t a = u32_at(base_, off_active).load(std::memory_order_acquire);
-    if (a == no_half)
-      return status{errc::not_found, "snapshot slot " + name_ + " holds no published snapshot yet"};
-    if (a > 1)
-      return status{errc::data_loss, "snapshot slot " + name_ + " byte " + std::to_string(off_active) +
-                                         ": active half " + std::to_string(a) + " is not 0 or 1"};
     const std::uint64_t s1 = u64_at(base_, desc(a, d_sequence)).load(std::memory_order_acquire);
     if (s1 % 2 != 0)
       continue;
@@ -383,7 +377,7 @@ expected<snapshot_view> snapshot_slot::latest(bool verify) const {
     // Step 5.
     if (!sane)
       return status{errc::data_loss, "snapshot slot " + name_ + " half " + std::to_string(a) + " (descriptor byte " +
-                                         std::to_string(desc(a, 0)) + "): active but " +
+                                         std::to_string(desc(a, 0)) + "): " +
                                          (state != half_published ? "not published (state " + std::to_string(state) + ")"
                                                                   : "length " + std::to_string(length) +
                                                                         " exceeds the capacity " + std::to_string(capacity_))};
@@ -397,6 +391,58 @@ expected<snapshot_view> snapshot_slot::latest(bool verify) const {
   }
   return status{errc::unavailable, "snapshot slot " + name_ + ": the writer overwrote the snapshot during " +
                                        std::to_string(max_read_attempts) + " reads in a row"};
+}
+
+expected<snapshot_view> snapshot_slot::latest(bool verify) const {
+  RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
+  for (int i = 0; i < max_read_attempts; ++i) {
+    // Steps 1 and 2.
+    const std::uint32_t a = u32_at(base_, off_active).load(std::memory_order_acquire);
+    if (a == no_half)
+      return status{errc::not_found, "snapshot slot " + name_ + " holds no published snapshot yet"};
+    if (a > 1)
+      return status{errc::data_loss, "snapshot slot " + name_ + " byte " + std::to_string(off_active) +
+                                         ": active half " + std::to_string(a) + " is not 0 or 1"};
+    auto v = read_half(a, verify);
+    // The active half moved on while we read it: start over with the new one.
+    if (!v && v.error().code() == errc::unavailable)
+      continue;
+    if (v && u32_at(base_, off_active).load(std::memory_order_acquire) != a && !still_valid(*v))
+      continue;
+    return v;
+  }
+  return status{errc::unavailable, "snapshot slot " + name_ + ": the writer overwrote the snapshot during " +
+                                       std::to_string(max_read_attempts) + " reads in a row"};
+}
+
+expected<snapshot_view> snapshot_slot::at_step(step_t step, bool verify) const {
+  RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
+  std::string seen;
+  for (std::uint32_t h = 0; h < 2; ++h) {
+    const std::uint32_t state = u32_at(base_, desc(h, d_state)).load(std::memory_order_acquire);
+    if (state != half_published)
+      continue;
+    auto v = read_half(h, verify);
+    if (!v) {
+      if (v.error().code() == errc::data_loss)
+        return v;
+      continue;
+    }
+    if (v->step == step)
+      return v;
+    seen += (seen.empty() ? "" : ", ") + std::to_string(v->step.value());
+  }
+  return status{errc::not_found, "snapshot slot " + name_ + " holds no snapshot of step " + std::to_string(step.value()) +
+                                     (seen.empty() ? " (it holds none)" : " (it holds step " + seen + ")")};
+}
+
+std::vector<step_t> snapshot_slot::steps() const {
+  std::vector<step_t> out;
+  for (std::uint32_t h = 0; h < 2; ++h)
+    if (auto v = read_half(h, false); v && u32_at(base_, desc(h, d_state)).load(std::memory_order_acquire) == half_published)
+      out.push_back(v->step);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool snapshot_slot::still_valid(const snapshot_view& view) const noexcept {

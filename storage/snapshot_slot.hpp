@@ -142,6 +142,11 @@ class snapshot_slot {
   /// protocol). Errors: not_found (nothing published yet), unavailable (the writer kept
   /// overwriting it), data_loss (checksum mismatch, or a descriptor out of range).
   [[nodiscard]] expected<snapshot_view> latest(bool verify = true) const;
+  /// The published snapshot of `step` in either half (the newest, or the one before it), checked
+  /// like `latest`. Errors: not_found (naming the steps the slot holds), data_loss, unavailable.
+  [[nodiscard]] expected<snapshot_view> at_step(step_t step, bool verify = true) const;
+  /// Steps of the published snapshots in the two halves, oldest first (unverified).
+  [[nodiscard]] std::vector<step_t> steps() const;
   /// True while the bytes of `view` are still the snapshot it describes. Check after using them.
   [[nodiscard]] bool still_valid(const snapshot_view& view) const noexcept;
   /// Copies the newest published snapshot into `out` and verifies the copy. Errors: as `latest`,
@@ -152,6 +157,8 @@ class snapshot_slot {
   snapshot_slot(std::string name, std::byte* base, std::size_t size, std::uint64_t capacity) noexcept;
   void release() noexcept;
   [[nodiscard]] status claim_writer();
+  /// Steps 2–5 of the read protocol for half `h`.
+  [[nodiscard]] expected<snapshot_view> read_half(std::uint32_t h, bool verify) const;
   [[nodiscard]] std::byte* half_data(std::uint32_t h) const noexcept;
 
   std::string name_;

@@ -423,4 +423,19 @@ expected<std::unique_ptr<training_task>> make_training_task(const config::spec& 
   return std::unique_ptr<training_task>{std::move(task)};
 }
 
+std::size_t state_bytes_for(const config::spec& spec, int world, int rank) {
+  const auto shape = shape_of(spec.model);
+  const std::uint64_t params = kernels::parameter_count(shape);
+  const auto w = static_cast<std::uint64_t>(std::max(world, 1));
+  const std::uint64_t padded = (params + w - 1) / w * w;
+  const std::uint64_t shard = padded / w;
+  state_header h;
+  h.param_count = params;
+  h.padded_count = padded;
+  h.shard_begin = static_cast<std::uint64_t>(rank) * shard;
+  h.shard_end = h.shard_begin + shard;
+  set_state_layout(h);
+  return h.total_bytes;
+}
+
 }  // namespace rekindle::training

@@ -104,6 +104,10 @@ class training_task {
                                                                           transport::communicator& comm,
                                                                           const task_options& options = {});
 
+/// Bytes of the exported state of rank `rank` in a `world`-rank job of `spec`; the largest is that
+/// of a single rank (it holds the whole optimizer state), which sizes snapshot slots.
+[[nodiscard]] std::size_t state_bytes_for(const config::spec& spec, int world, int rank);
+
 /// The equal split of `micro_batches` over `world` ranks: the first micro_batches % world ranks
 /// get one more.
 [[nodiscard]] std::vector<std::uint32_t> equal_split(std::uint32_t micro_batches, int world);

@@ -89,6 +89,25 @@ TEST_F(slot_fixture, a_published_snapshot_reads_back_verified) {
   EXPECT_EQ(reader->copy_latest(small).to_status().code(), errc::resource_exhausted);
 }
 
+TEST_F(slot_fixture, both_halves_can_be_read_by_step) {
+  auto slot = make(10000);
+  EXPECT_TRUE(slot.steps().empty());
+  EXPECT_EQ(slot.at_step(step_t{5}).to_status().code(), errc::not_found);
+  ASSERT_TRUE(slot.write(step_t{5}, pattern(5, 3000)).ok());
+  ASSERT_TRUE(slot.write(step_t{10}, pattern(10, 4000)).ok());
+  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{5}, step_t{10}}));
+  auto older = slot.at_step(step_t{5});
+  ASSERT_TRUE(older.has_value()) << older.to_status();
+  EXPECT_EQ(bytes_of(older->data), pattern(5, 3000));
+  ASSERT_TRUE(slot.write(step_t{15}, pattern(15, 4000)).ok());
+  auto gone = slot.at_step(step_t{5});
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_EQ(gone.error().code(), errc::not_found);
+  EXPECT_NE(gone.error().message().find("it holds step 15, 10"), std::string::npos) << gone.error();
+  EXPECT_FALSE(slot.still_valid(*older)) << "the half was overwritten";
+  EXPECT_EQ(bytes_of(slot.at_step(step_t{10})->data), pattern(10, 4000));
+}
+
 TEST_F(slot_fixture, readers_see_the_previous_snapshot_until_the_next_is_published) {
   auto slot = make(4096);
   const auto a = pattern(1, 3000);

@@ -1,0 +1,181 @@
+#include "actors/bridge.hpp"
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+namespace rekindle::actors {
+
+namespace {
+
+constexpr std::uint16_t type_message = 1;  // payload: a serialised caf::message
+constexpr std::uint16_t type_bulk = 2;     // payload: u32 header length, header message, bulk bytes
+
+}  // namespace
+
+void register_bridge_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<envelope>("envelope");
+  cfg.add_message_type<peer_event>("peer_event");
+}
+
+bridge::bridge(caf::actor_system& sys) : system_(sys) {}
+
+bridge::~bridge() { shutdown(); }
+
+expected<std::unique_ptr<bridge>> bridge::start(caf::actor_system& sys, transport::messenger_options options) {
+  std::unique_ptr<bridge> b{new bridge{sys}};
+  auto* self = b.get();
+  transport::messenger_handlers h;
+  h.on_frame = [self](const transport::peer_info& from, transport::frame&& f) { self->on_frame(from, std::move(f)); };
+  h.on_peer_up = [self](const transport::peer_info& p) { self->on_peer(p, true, ""); };
+  h.on_peer_down = [self](const transport::peer_info& p, const status& why) { self->on_peer(p, false, why.message()); };
+  RK_ASSIGN_OR_RETURN(b->messenger_, transport::messenger::start(std::move(options), std::move(h)));
+  return b;
+}
+
+void bridge::shutdown() {
+  if (messenger_)
+    messenger_->shutdown();
+}
+
+void bridge::expose(const std::string& name, caf::actor a) {
+  std::lock_guard lock{mutex_};
+  exposed_[name] = std::move(a);
+}
+
+void bridge::watch_peers(caf::actor a) {
+  std::lock_guard lock{mutex_};
+  watchers_.push_back(std::move(a));
+}
+
+void bridge::set_epoch(epoch_t e) noexcept {
+  std::uint64_t cur = epoch_.load();
+  while (e.value() > cur && !epoch_.compare_exchange_weak(cur, e.value())) {
+  }
+}
+
+std::uint16_t bridge::port() const noexcept { return messenger_->port(); }
+transport::messenger_stats bridge::stats() const noexcept { return messenger_->stats(); }
+
+void bridge::connect(const std::string& host, std::uint16_t port,
+                     std::function<void(expected<transport::peer_info>)> done) {
+  messenger_->connect(host, port, std::move(done));
+}
+
+expected<transport::peer_info> bridge::connect_blocking(const std::string& host, std::uint16_t port,
+                                                        std::chrono::nanoseconds timeout) {
+  return messenger_->connect_blocking(host, port, timeout);
+}
+
+void bridge::close(transport::peer_id peer) { messenger_->close(peer); }
+
+void bridge::send(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,
+                  const caf::message& msg) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{system_, buf};
+  if (auto err = sink(const_cast<caf::message&>(msg)); err || buf.empty()) {
+    spdlog::error("bridge cannot serialise a message to {} ({}): {}", to, msg.content().stringify(), system_.render(err));
+    return;
+  }
+  transport::frame f;
+  f.header.type = type_message;
+  f.header.epoch = epoch.value();
+  f.header.src_actor = from;
+  f.header.dst_actor = to;
+  std::vector<std::byte> payload(buf.size());
+  std::memcpy(payload.data(), buf.data(), buf.size());
+  f.payload = transport::shared_bytes{std::move(payload)};
+  messenger_->send(peer, std::move(f));
+}
+
+void bridge::send_bulk(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,
+                       const caf::message& header, const transport::shared_bytes& payload,
+                       std::function<void(status)> done) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{system_, buf};
+  if (auto err = sink(const_cast<caf::message&>(header)); err || buf.empty()) {
+    spdlog::error("bridge cannot serialise a bulk header to {}: {}", to, system_.render(err));
+    if (done)
+      done(status{errc::internal, "cannot serialise the bulk header"});
+    return;
+  }
+  const auto header_len = static_cast<std::uint32_t>(buf.size());
+  std::vector<std::byte> body(4 + buf.size() + payload.size());
+  std::memcpy(body.data(), &header_len, 4);
+  std::memcpy(body.data() + 4, buf.data(), buf.size());
+  if (!payload.empty())
+    std::memcpy(body.data() + 4 + buf.size(), payload.data(), payload.size());
+  transport::frame f;
+  f.header.type = type_bulk;
+  f.header.epoch = epoch.value();
+  f.header.src_actor = from;
+  f.header.dst_actor = to;
+  f.payload = transport::shared_bytes{std::move(body)};
+  messenger_->send(peer, std::move(f), std::move(done));
+}
+
+void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
+  if (f.header.epoch != 0 && f.header.epoch < epoch_.load()) {
+    messenger_->count_drop(transport::drop_reason::stale_epoch);
+    spdlog::debug("stale frame dropped from={} actor={} epoch={} current={}", from.name, f.header.dst_actor,
+                  f.header.epoch, epoch_.load());
+    return;
+  }
+  caf::actor target;
+  {
+    std::lock_guard lock{mutex_};
+    if (auto it = exposed_.find(f.header.dst_actor); it != exposed_.end())
+      target = it->second;
+  }
+  if (!target) {
+    undeliverable_.fetch_add(1);
+    spdlog::warn("frame for unknown actor '{}' from {} dropped", f.header.dst_actor, from.name);
+    return;
+  }
+  envelope env{from.id, node_id{f.header.src_node}, f.header.src_actor, epoch_t{f.header.epoch},
+               static_cast<std::uint8_t>(from.role)};
+  auto bytes = f.payload.span();
+  std::span<const std::byte> header_bytes = bytes;
+  std::optional<transport::shared_bytes> bulk;
+  if (f.header.type == type_bulk) {
+    std::uint32_t n = 0;
+    if (bytes.size() < 4 || (std::memcpy(&n, bytes.data(), 4), bytes.size() - 4 < n)) {
+      undeliverable_.fetch_add(1);
+      spdlog::warn("malformed bulk frame from {} dropped", from.name);
+      return;
+    }
+    header_bytes = bytes.subspan(4, n);
+    const auto rest = bytes.subspan(4 + n);
+    bulk = transport::shared_bytes{std::make_shared<transport::shared_bytes>(f.payload), rest};
+  } else if (f.header.type != type_message) {
+    undeliverable_.fetch_add(1);
+    spdlog::warn("frame of unknown type {} from {} dropped", f.header.type, from.name);
+    return;
+  }
+  caf::message msg;
+  caf::binary_deserializer source{system_, reinterpret_cast<const char*>(header_bytes.data()), header_bytes.size()};
+  if (auto err = source(msg); err || msg.empty()) {
+    undeliverable_.fetch_add(1);
+    spdlog::warn("undecodable message for '{}' from {} dropped: {}", f.header.dst_actor, from.name, system_.render(err));
+    return;
+  }
+  auto full = caf::make_message(std::move(env));
+  if (bulk)
+    full = full + caf::make_message(bulk_payload{std::move(*bulk)});
+  caf::anon_send(target, full + msg);
+}
+
+void bridge::on_peer(const transport::peer_info& p, bool up, const std::string& reason) {
+  std::vector<caf::actor> watchers;
+  {
+    std::lock_guard lock{mutex_};
+    watchers = watchers_;
+  }
+  peer_event e{up, p.id, node_id{p.node}, p.name, static_cast<std::uint8_t>(p.role), p.outbound, reason};
+  for (auto& w : watchers)
+    caf::anon_send(w, e);
+}
+
+}  // namespace rekindle::actors

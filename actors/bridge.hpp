@@ -1,0 +1,127 @@
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/expected.hpp"
+#include "common/ids.hpp"
+#include "transport/messenger.hpp"
+
+namespace rekindle::actors {
+
+/// Who sent a message that came through the bridge; the first element of every such message.
+struct envelope {
+  transport::peer_id peer;
+  /// The node the sending process announced.
+  node_id node;
+  /// The sending actor's name, for replies.
+  std::string actor;
+  /// The epoch the frame was stamped with (0: not fenced).
+  epoch_t epoch;
+  /// 1: admin, 2: readonly (transport::peer_role).
+  std::uint8_t role = 1;
+};
+
+/// A peer process connected (`up`) or went away.
+struct peer_event {
+  bool up = false;
+  transport::peer_id peer;
+  node_id node;
+  std::string name;
+  std::uint8_t role = 1;
+  bool outbound = false;
+  std::string reason;
+};
+
+/// The bulk payload of a message sent with send_bulk (delivered after the envelope).
+struct bulk_payload {
+  transport::shared_bytes bytes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, envelope& x) {
+  return f(caf::meta::type_name("envelope"), x.peer, x.node, x.actor, x.epoch, x.role);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peer_event& x) {
+  return f(caf::meta::type_name("peer_event"), x.up, x.peer, x.node, x.name, x.role, x.outbound, x.reason);
+}
+
+/// Registers envelope and peer_event with `cfg`.
+void register_bridge_types(caf::actor_system_config& cfg);
+
+/// Carries CAF messages between processes over the messenger: the only place where actors meet
+/// the transport.
+///
+/// A message to (peer, actor name) is serialised with CAF's binary serializer into a frame whose
+/// header names both actors and carries the epoch; the receiving bridge checks the frame (the
+/// messenger already checked its integrity and the sender's token), drops it when its epoch is
+/// older than the newest one this process has seen (`set_epoch`; counted as stale), deserialises
+/// it and delivers `envelope` + the message to the local actor exposed under that name. Bulk
+/// payloads (snapshots) travel next to a small header message, never through CAF serialisation.
+///
+/// Thread-safety: every method may be called from any thread, including actors.
+class bridge {
+ public:
+  static expected<std::unique_ptr<bridge>> start(caf::actor_system& sys, transport::messenger_options options);
+  ~bridge();
+  bridge(const bridge&) = delete;
+  bridge& operator=(const bridge&) = delete;
+
+  /// Makes `a` reachable from peers as `name`.
+  void expose(const std::string& name, caf::actor a);
+  /// `a` receives a peer_event for every peer that comes up or goes down.
+  void watch_peers(caf::actor a);
+
+  /// Sends `msg` from local actor `from` to actor `to` in process `peer`. Epoch 0: not fenced.
+  void send(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,
+            const caf::message& msg);
+  /// As send, with `payload` delivered as bulk_payload after the envelope; `done` (optional)
+  /// learns when the payload has left.
+  void send_bulk(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,
+                 const caf::message& header, const transport::shared_bytes& payload,
+                 std::function<void(status)> done = {});
+
+  /// Connects to the daemon at host:port; the peer comes up in watchers as well.
+  void connect(const std::string& host, std::uint16_t port, std::function<void(expected<transport::peer_info>)> done);
+  expected<transport::peer_info> connect_blocking(const std::string& host, std::uint16_t port,
+                                                  std::chrono::nanoseconds timeout);
+  void close(transport::peer_id peer);
+
+  /// Frames stamped with an older epoch are dropped from now on. Only ever moves forward.
+  void set_epoch(epoch_t e) noexcept;
+  [[nodiscard]] epoch_t epoch() const noexcept { return epoch_t{epoch_.load()}; }
+
+  [[nodiscard]] std::uint16_t port() const noexcept;
+  [[nodiscard]] transport::messenger_stats stats() const noexcept;
+  /// Frames that named an actor nobody exposed, or failed to deserialise.
+  [[nodiscard]] std::uint64_t undeliverable() const noexcept { return undeliverable_.load(); }
+
+  /// Stops the transport; later sends are dropped.
+  void shutdown();
+
+ private:
+  explicit bridge(caf::actor_system& sys);
+  void on_frame(const transport::peer_info& from, transport::frame&& f);
+  void on_peer(const transport::peer_info& p, bool up, const std::string& reason);
+
+  caf::actor_system& system_;
+  std::unique_ptr<transport::messenger> messenger_;
+  std::mutex mutex_;
+  std::map<std::string, caf::actor> exposed_;
+  std::vector<caf::actor> watchers_;
+  std::atomic<std::uint64_t> epoch_{0};
+  std::atomic<std::uint64_t> undeliverable_{0};
+};
+
+}  // namespace rekindle::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rekindle::actors::bulk_payload)

@@ -1,0 +1,50 @@
+#include "actors/messages.hpp"
+
+namespace rekindle::actors {
+
+namespace {
+
+template <class... Ts>
+struct type_list {};
+
+using all_types = type_list<node_hello, node_heartbeat, rank_assignment, assign_ranks, abort_epoch, rank_ready,
+                            restore_source, start_training, rank_exited, rank_trouble, progress_report, progress_batch,
+                            rank_restored, snapshot_held, kill_request, job_finished, worker_hello, worker_heartbeat,
+                            worker_assignment, snapshot_taken, replica_header, state_request, state_reply>;
+
+// Reads the name an inspect function declares, ignoring the fields.
+struct name_reader {
+  using result_type = void;
+  std::string name;
+  template <class... Ts>
+  void operator()(caf::meta::type_name_t n, Ts&&...) {
+    name = n.value;
+  }
+};
+
+// The registered name of each type: the one its inspect function declares.
+template <class T>
+std::string name_of() {
+  name_reader r;
+  T x{};
+  inspect(r, x);
+  return r.name;
+}
+
+template <class... Ts>
+void register_all(caf::actor_system_config& cfg, type_list<Ts...>) {
+  (cfg.add_message_type<Ts>(name_of<Ts>()), ...);
+}
+
+template <class... Ts>
+std::vector<std::string> names(type_list<Ts...>) {
+  return {name_of<Ts>()...};
+}
+
+}  // namespace
+
+void register_message_types(caf::actor_system_config& cfg) { register_all(cfg, all_types{}); }
+
+std::vector<std::string> message_type_names() { return names(all_types{}); }
+
+}  // namespace rekindle::actors

@@ -1,0 +1,267 @@
+#pragma once
+
+// Every message the actors exchange, within a process or through the bridge. Each type is
+// registered with CAF (register_message_types) and round-trip tested; a message type says what
+// happened or what is asked.
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/ids.hpp"
+
+namespace rekindle::actors {
+
+using bytes = std::vector<std::uint8_t>;
+
+// ---- agent ↔ supervisor ------------------------------------------------------------------------
+
+/// An agent introduces its node to the supervisor (after every (re)connection).
+struct node_hello {
+  node_id node;
+  std::string name;
+  /// host:port of the node's daemon, where other daemons (buddies) connect.
+  std::string address;
+  std::uint32_t pid = 0;
+};
+
+/// An agent is alive.
+struct node_heartbeat {
+  node_id node;
+  std::uint64_t sequence = 0;
+};
+
+/// One rank an agent must run in an epoch.
+struct rank_assignment {
+  rank_id rank;
+  std::uint32_t local_index = 0;
+  /// Start a new process only after this long (restart back-off).
+  std::int64_t delay_ns = 0;
+};
+
+/// The supervisor tells a node which ranks it runs in `epoch`; every other worker process of the
+/// node is stopped. Live workers keep their process and only join the new epoch.
+struct assign_ranks {
+  epoch_t epoch;
+  std::uint32_t world = 0;
+  std::vector<rank_assignment> ranks;
+  /// The node whose daemon keeps replicas of this node's snapshots, and its address.
+  node_id buddy;
+  std::string buddy_address;
+};
+
+/// Abort the collectives of every epoch older than `epoch`; keep the processes.
+struct abort_epoch {
+  epoch_t epoch;
+};
+
+/// A worker registered for an epoch with its data-plane address.
+struct rank_ready {
+  epoch_t epoch;
+  rank_id rank;
+  node_id node;
+  std::uint32_t local_index = 0;
+  std::uint32_t pid = 0;
+  bytes address;
+};
+
+/// Where one rank of the restored world's state is.
+struct restore_source {
+  rank_id old_rank;
+  node_id holder;
+  /// 0: the holder's own slot of that rank, 1: a buddy replica, 2: a checkpoint on disk.
+  std::uint8_t kind = 0;
+};
+
+/// Every rank registered: train from `restore_step` (0: from scratch).
+struct start_training {
+  epoch_t epoch;
+  std::uint32_t world = 0;
+  /// Data-plane addresses by rank.
+  std::vector<bytes> addresses;
+  step_t restore_step;
+  std::uint32_t restore_world = 0;
+  std::vector<restore_source> sources;
+};
+
+/// A worker process ended.
+struct rank_exited {
+  epoch_t epoch;
+  rank_id rank;
+  node_id node;
+  std::int32_t exit_code = 0;
+  std::int32_t signal = 0;
+  /// "killed by signal 9 (SIGKILL)", "exited with status 3".
+  std::string detail;
+  /// Steady-clock time the agent reaped it (ns since the agent's boot).
+  std::int64_t detected_ns = 0;
+};
+
+/// A worker stopped answering (its heartbeats stopped) or a collective failed in it.
+struct rank_trouble {
+  epoch_t epoch;
+  rank_id rank;
+  node_id node;
+  /// true: the process is unresponsive; false: a collective failed inside it.
+  bool unresponsive = false;
+  std::string detail;
+};
+
+/// Steps finished by one rank.
+struct progress_report {
+  epoch_t epoch;
+  rank_id rank;
+  step_t step;
+  double loss = 0;
+  std::int64_t step_ns = 0;
+  std::int64_t compute_ns = 0;
+  std::int64_t communication_ns = 0;
+  /// Training stall of the snapshot taken after this step (0 when none).
+  std::int64_t snapshot_ns = 0;
+  std::uint64_t tokens = 0;
+};
+
+/// An agent's batch of progress reports.
+struct progress_batch {
+  node_id node;
+  std::vector<progress_report> reports;
+};
+
+/// A rank finished restoring and is about to train.
+struct rank_restored {
+  epoch_t epoch;
+  rank_id rank;
+  step_t step;
+  /// "none", "local memory", "buddy memory on n0", "disk".
+  std::string source;
+  std::int64_t restore_ns = 0;
+};
+
+/// A node holds a copy of a rank's state at a step.
+struct snapshot_held {
+  epoch_t epoch;
+  rank_id rank;
+  step_t step;
+  node_id holder;
+  /// As restore_source::kind.
+  std::uint8_t kind = 0;
+};
+
+/// Stop a worker with a signal.
+struct kill_request {
+  rank_id rank;
+  std::int32_t signal = 9;
+  /// Why, for the log: "hung", "operator", "leaving the node".
+  std::string reason;
+};
+
+/// The job ended; workers stop, daemons stay or exit as configured.
+struct job_finished {
+  /// "completed", "failed", "stopped".
+  std::string state;
+  std::string reason;
+};
+
+// ---- worker ↔ agent -----------------------------------------------------------------------------
+
+/// A new worker process introduces itself to its agent.
+struct worker_hello {
+  std::uint32_t pid = 0;
+  std::uint32_t local_index = 0;
+};
+
+/// A worker is alive (sent from its actor, not its training thread).
+struct worker_heartbeat {
+  std::uint32_t local_index = 0;
+};
+
+/// The agent tells a worker its rank in an epoch.
+struct worker_assignment {
+  epoch_t epoch;
+  rank_id rank;
+  std::uint32_t world = 0;
+};
+
+/// A worker published a snapshot into its slot.
+struct snapshot_taken {
+  epoch_t epoch;
+  rank_id rank;
+  std::uint32_t local_index = 0;
+  step_t step;
+  std::uint64_t length = 0;
+  std::uint64_t checksum = 0;
+};
+
+// ---- checkpoint actors ---------------------------------------------------------------------------
+
+/// Replica of a rank's snapshot for a buddy (the bytes travel as the frame's bulk payload).
+struct replica_header {
+  epoch_t epoch;
+  rank_id rank;
+  step_t step;
+  std::uint64_t length = 0;
+  std::uint64_t checksum = 0;
+};
+
+/// A worker (or another daemon) asks for the state of `rank` at `step`.
+struct state_request {
+  std::uint64_t id = 0;
+  rank_id rank;
+  step_t step;
+  /// 0: the holder's slot, 1: its replica, 2: disk.
+  std::uint8_t kind = 0;
+};
+
+/// The answer to state_request: `ok` false with `error` set, or the bytes as the bulk payload.
+struct state_reply {
+  std::uint64_t id = 0;
+  bool ok = false;
+  std::string error;
+  std::uint64_t length = 0;
+  std::uint64_t checksum = 0;
+};
+
+// ---- inspect functions ---------------------------------------------------------------------------
+
+#define RK_INSPECT(type, ...)                                                 \
+  template <class Inspector>                                                  \
+  typename Inspector::result_type inspect(Inspector& f, type& x) {            \
+    return f(caf::meta::type_name(#type), __VA_ARGS__);                      \
+  }
+
+RK_INSPECT(node_hello, x.node, x.name, x.address, x.pid)
+RK_INSPECT(node_heartbeat, x.node, x.sequence)
+RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
+RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address)
+RK_INSPECT(abort_epoch, x.epoch)
+RK_INSPECT(rank_ready, x.epoch, x.rank, x.node, x.local_index, x.pid, x.address)
+RK_INSPECT(restore_source, x.old_rank, x.holder, x.kind)
+RK_INSPECT(start_training, x.epoch, x.world, x.addresses, x.restore_step, x.restore_world, x.sources)
+RK_INSPECT(rank_exited, x.epoch, x.rank, x.node, x.exit_code, x.signal, x.detail, x.detected_ns)
+RK_INSPECT(rank_trouble, x.epoch, x.rank, x.node, x.unresponsive, x.detail)
+RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.compute_ns, x.communication_ns, x.snapshot_ns,
+           x.tokens)
+RK_INSPECT(progress_batch, x.node, x.reports)
+RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.restore_ns)
+RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)
+RK_INSPECT(kill_request, x.rank, x.signal, x.reason)
+RK_INSPECT(job_finished, x.state, x.reason)
+RK_INSPECT(worker_hello, x.pid, x.local_index)
+RK_INSPECT(worker_heartbeat, x.local_index)
+RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world)
+RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum)
+RK_INSPECT(replica_header, x.epoch, x.rank, x.step, x.length, x.checksum)
+RK_INSPECT(state_request, x.id, x.rank, x.step, x.kind)
+RK_INSPECT(state_reply, x.id, x.ok, x.error, x.length, x.checksum)
+
+#undef RK_INSPECT
+
+/// Registers every message type above with `cfg` (both ends of a bridge must).
+void register_message_types(caf::actor_system_config& cfg);
+
+/// The names of every registered message type, for tests.
+std::vector<std::string> message_type_names();
+
+}  // namespace rekindle::actors

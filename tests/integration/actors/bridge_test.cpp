@@ -1,0 +1,116 @@
+#include <gtest/gtest.h>
+
+#include "actors/bridge.hpp"
+#include "actors/messages.hpp"
+
+namespace rekindle::actors {
+namespace {
+
+using namespace std::chrono_literals;
+
+// One process's actor system and bridge.
+struct process {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<bridge> b;
+  process(bool listen, std::uint32_t node) {
+    register_message_types(cfg);
+    register_bridge_types(cfg);
+    cfg.set("scheduler.max-threads", 2);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    transport::messenger_options o;
+    o.name = "node" + std::to_string(node);
+    o.node = node;
+    o.token = "bridge-test-token-0123456789";
+    o.net_devices = "lo";
+    if (listen)
+      o.listen_host = "127.0.0.1";
+    auto started = bridge::start(*sys, o);
+    EXPECT_TRUE(started) << started.error();
+    b = std::move(*started);
+  }
+  ~process() { b->shutdown(); }
+};
+
+TEST(bridge, messages_reach_named_actors_with_their_envelope_and_replies_come_back) {
+  process server{true, 0}, client{false, 1};
+  // The server's actor answers every heartbeat through the bridge.
+  auto* sb = server.b.get();
+  auto echo = server.sys->spawn([sb](caf::event_based_actor*) -> caf::behavior {
+    return {[sb](const envelope& from, const node_heartbeat& hb) {
+      sb->send(from.peer, "supervisor", from.actor, epoch_t{0}, caf::make_message(node_heartbeat{node_id{0}, hb.sequence + 1}));
+    }};
+  });
+  server.b->expose("supervisor", echo);
+  caf::scoped_actor self{*client.sys};
+  client.b->expose("agent", caf::actor{self});
+  auto peer = client.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
+  ASSERT_TRUE(peer) << peer.error();
+  client.b->send(peer->id, "agent", "supervisor", epoch_t{0}, caf::make_message(node_heartbeat{node_id{1}, 41}));
+  bool got = false;
+  self->receive([&](const envelope& from, const node_heartbeat& hb) {
+    got = true;
+    EXPECT_EQ(hb.sequence, 42u);
+    EXPECT_EQ(from.actor, "supervisor");
+    EXPECT_EQ(from.node, node_id{0});
+  }, caf::after(30s) >> [] {});
+  EXPECT_TRUE(got);
+  caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
+TEST(bridge, frames_of_an_older_epoch_are_dropped_and_counted) {
+  process server{true, 0}, client{false, 1};
+  caf::scoped_actor self{*server.sys};
+  server.b->expose("supervisor", caf::actor{self});
+  auto peer = client.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
+  ASSERT_TRUE(peer) << peer.error();
+  server.b->set_epoch(epoch_t{5});
+  server.b->set_epoch(epoch_t{4});  // never moves back
+  EXPECT_EQ(server.b->epoch(), epoch_t{5});
+  client.b->send(peer->id, "agent", "supervisor", epoch_t{3},
+                 caf::make_message(rank_exited{epoch_t{3}, rank_id{1}, node_id{1}, 0, 9, "zombie", 0}));
+  client.b->send(peer->id, "agent", "supervisor", epoch_t{5},
+                 caf::make_message(rank_exited{epoch_t{5}, rank_id{2}, node_id{1}, 0, 9, "current", 0}));
+  std::vector<std::string> seen;
+  for (int i = 0; i < 2; ++i)
+    self->receive([&](const envelope&, const rank_exited& e) { seen.push_back(e.detail); }, caf::after(2s) >> [] {});
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], "current");
+  EXPECT_EQ(server.b->stats().dropped_of(transport::drop_reason::stale_epoch), 1u);
+}
+
+TEST(bridge, bulk_payloads_travel_beside_their_header) {
+  process server{true, 0}, client{false, 1};
+  caf::scoped_actor self{*server.sys};
+  server.b->expose("checkpoint", caf::actor{self});
+  auto peer = client.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
+  ASSERT_TRUE(peer) << peer.error();
+  std::vector<std::byte> data(3 << 20);
+  for (std::size_t i = 0; i < data.size(); ++i)
+    data[i] = std::byte(static_cast<unsigned char>(i * 7));
+  client.b->send_bulk(peer->id, "checkpoint", "checkpoint", epoch_t{0},
+                      caf::make_message(replica_header{epoch_t{1}, rank_id{2}, step_t{10}, data.size(), 99}),
+                      transport::shared_bytes::copy_of(data));
+  bool got = false;
+  self->receive([&](const envelope&, const bulk_payload& p, const replica_header& h) {
+    got = true;
+    EXPECT_EQ(h.rank, rank_id{2});
+    ASSERT_EQ(p.bytes.size(), data.size());
+    EXPECT_TRUE(std::equal(data.begin(), data.end(), p.bytes.span().begin()));
+  }, caf::after(30s) >> [] {});
+  EXPECT_TRUE(got);
+}
+
+TEST(bridge, a_frame_for_an_unknown_actor_is_counted) {
+  process server{true, 0}, client{false, 1};
+  auto peer = client.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
+  ASSERT_TRUE(peer) << peer.error();
+  client.b->send(peer->id, "agent", "nobody", epoch_t{0}, caf::make_message(abort_epoch{epoch_t{1}}));
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (server.b->undeliverable() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server.b->undeliverable(), 1u);
+}
+
+}  // namespace
+}  // namespace rekindle::actors

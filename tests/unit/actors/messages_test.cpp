@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <caf/binary_deserializer.hpp>
+#include <caf/binary_serializer.hpp>
+
+#include "actors/bridge.hpp"
+#include "actors/messages.hpp"
+
+namespace rekindle::actors {
+namespace {
+
+struct system_fixture : ::testing::Test {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  void SetUp() override {
+    register_message_types(cfg);
+    register_bridge_types(cfg);
+    cfg.set("scheduler.max-threads", 1);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+
+  template <class T>
+  T round_trip(const T& value) {
+    auto msg = caf::make_message(value);
+    std::vector<char> buf;
+    caf::binary_serializer sink{*sys, buf};
+    auto err = sink(msg);
+    EXPECT_FALSE(err) << sys->render(err);
+    EXPECT_FALSE(buf.empty()) << "an unregistered type serialises to nothing";
+    caf::message out;
+    caf::binary_deserializer source{*sys, buf};
+    err = source(out);
+    EXPECT_FALSE(err) << sys->render(err);
+    EXPECT_TRUE(out.match_elements<T>());
+    return out.match_elements<T>() ? out.get_as<T>(0) : T{};
+  }
+};
+
+TEST_F(system_fixture, every_message_type_round_trips) {
+  node_hello hello{node_id{3}, "n3", "10.0.0.3:7340", 1234};
+  auto h = round_trip(hello);
+  EXPECT_EQ(h.node, node_id{3});
+  EXPECT_EQ(h.address, "10.0.0.3:7340");
+
+  assign_ranks assign{epoch_t{9}, 4, {{rank_id{2}, 0, 5000}, {rank_id{3}, 1, 0}}, node_id{0}, "127.0.0.1:1"};
+  auto a = round_trip(assign);
+  ASSERT_EQ(a.ranks.size(), 2u);
+  EXPECT_EQ(a.ranks[0].delay_ns, 5000);
+  EXPECT_EQ(a.buddy_address, "127.0.0.1:1");
+
+  start_training start{epoch_t{9}, 2, {{1, 2, 3}, {4}}, step_t{55}, 4, {{rank_id{3}, node_id{0}, 1}}};
+  auto s = round_trip(start);
+  EXPECT_EQ(s.addresses[1], bytes{4});
+  EXPECT_EQ(s.restore_step, step_t{55});
+  EXPECT_EQ(s.sources.at(0).kind, 1);
+
+  progress_batch batch{node_id{1}, {{epoch_t{2}, rank_id{1}, step_t{10}, 2.5, 100, 80, 20, 0, 1024}}};
+  auto b = round_trip(batch);
+  ASSERT_EQ(b.reports.size(), 1u);
+  EXPECT_EQ(b.reports[0].loss, 2.5);
+
+  EXPECT_EQ(round_trip(rank_exited{epoch_t{1}, rank_id{2}, node_id{1}, 0, 9, "killed by signal 9", 77}).detail,
+            "killed by signal 9");
+  EXPECT_EQ(round_trip(node_heartbeat{node_id{1}, 5}).sequence, 5u);
+  EXPECT_EQ(round_trip(abort_epoch{epoch_t{4}}).epoch, epoch_t{4});
+  EXPECT_EQ(round_trip(rank_ready{epoch_t{1}, rank_id{1}, node_id{0}, 1, 99, {7}}).address, bytes{7});
+  EXPECT_TRUE(round_trip(rank_trouble{epoch_t{1}, rank_id{1}, node_id{0}, true, "silent"}).unresponsive);
+  EXPECT_EQ(round_trip(rank_restored{epoch_t{1}, rank_id{1}, step_t{3}, "local memory", 5}).source, "local memory");
+  EXPECT_EQ(round_trip(snapshot_held{epoch_t{1}, rank_id{1}, step_t{3}, node_id{1}, 1}).kind, 1);
+  EXPECT_EQ(round_trip(kill_request{rank_id{1}, 19, "drill"}).signal, 19);
+  EXPECT_EQ(round_trip(job_finished{"failed", "limit"}).reason, "limit");
+  EXPECT_EQ(round_trip(worker_hello{12, 1}).local_index, 1u);
+  EXPECT_EQ(round_trip(worker_heartbeat{3}).local_index, 3u);
+  EXPECT_EQ(round_trip(worker_assignment{epoch_t{2}, rank_id{5}, 8}).world, 8u);
+  EXPECT_EQ(round_trip(snapshot_taken{epoch_t{2}, rank_id{5}, 1, step_t{10}, 100, 42}).checksum, 42u);
+  EXPECT_EQ(round_trip(replica_header{epoch_t{2}, rank_id{5}, step_t{10}, 100, 42}).length, 100u);
+  EXPECT_EQ(round_trip(state_request{7, rank_id{5}, step_t{10}, 2}).kind, 2);
+  EXPECT_EQ(round_trip(state_reply{7, false, "gone", 0, 0}).error, "gone");
+  EXPECT_EQ(round_trip(envelope{transport::peer_id{4}, node_id{1}, "agent", epoch_t{3}, 2}).actor, "agent");
+  EXPECT_EQ(round_trip(peer_event{true, transport::peer_id{4}, node_id{1}, "x", 1, true, ""}).name, "x");
+}
+
+TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
+  const auto names = message_type_names();
+  EXPECT_EQ(names.size(), 23u);
+  for (const auto& n : names)
+    EXPECT_FALSE(n.empty());
+  EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());
+}
+
+}  // namespace
+}  // namespace rekindle::actors
