@@ -14,7 +14,7 @@
 
 namespace rekindle::actors {
 
-using bytes = std::vector<std::uint8_t>;
+using blob = std::vector<std::uint8_t>;
 
 // ---- agent ↔ supervisor ------------------------------------------------------------------------
 
@@ -64,7 +64,7 @@ struct rank_ready {
   node_id node;
   std::uint32_t local_index = 0;
   std::uint32_t pid = 0;
-  bytes address;
+  blob address;
 };
 
 /// Where one rank of the restored world's state is.
@@ -80,10 +80,12 @@ struct start_training {
   epoch_t epoch;
   std::uint32_t world = 0;
   /// Data-plane addresses by rank.
-  std::vector<bytes> addresses;
+  std::vector<blob> addresses;
   step_t restore_step;
   std::uint32_t restore_world = 0;
   std::vector<restore_source> sources;
+  /// host:port of every node's daemon, by node id ("" for nodes that never joined).
+  std::vector<std::string> node_addresses;
 };
 
 /// A worker process ended.
@@ -129,13 +131,16 @@ struct progress_batch {
   std::vector<progress_report> reports;
 };
 
-/// A rank finished restoring and is about to train.
+/// A rank connected its communicator, restored its state, and is about to train.
 struct rank_restored {
   epoch_t epoch;
   rank_id rank;
   step_t step;
   /// "none", "local memory", "buddy memory on n0", "disk".
   std::string source;
+  /// Connecting the communicator (the data plane's rendezvous).
+  std::int64_t connect_ns = 0;
+  /// Reading and importing the state.
   std::int64_t restore_ns = 0;
 };
 
@@ -205,13 +210,16 @@ struct replica_header {
   std::uint64_t checksum = 0;
 };
 
-/// A worker (or another daemon) asks for the state of `rank` at `step`.
+/// A worker (or another daemon) asks for the state of `rank` at `step` held by `holder`.
 struct state_request {
   std::uint64_t id = 0;
   rank_id rank;
   step_t step;
   /// 0: the holder's slot, 1: its replica, 2: disk.
   std::uint8_t kind = 0;
+  node_id holder;
+  /// host:port of the holder's daemon.
+  std::string holder_address;
 };
 
 /// The answer to state_request: `ok` false with `error` set, or the bytes as the bulk payload.
@@ -224,6 +232,12 @@ struct state_reply {
 };
 
 // ---- inspect functions ---------------------------------------------------------------------------
+
+#define RK_INSPECT_LOCAL(type, ...)                                           \
+  template <class Inspector>                                                  \
+  typename Inspector::result_type inspect(Inspector& f, type& x) {            \
+    return f(caf::meta::type_name(#type), __VA_ARGS__);                      \
+  }
 
 #define RK_INSPECT(type, ...)                                                 \
   template <class Inspector>                                                  \
@@ -238,13 +252,13 @@ RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address)
 RK_INSPECT(abort_epoch, x.epoch)
 RK_INSPECT(rank_ready, x.epoch, x.rank, x.node, x.local_index, x.pid, x.address)
 RK_INSPECT(restore_source, x.old_rank, x.holder, x.kind)
-RK_INSPECT(start_training, x.epoch, x.world, x.addresses, x.restore_step, x.restore_world, x.sources)
+RK_INSPECT(start_training, x.epoch, x.world, x.addresses, x.restore_step, x.restore_world, x.sources, x.node_addresses)
 RK_INSPECT(rank_exited, x.epoch, x.rank, x.node, x.exit_code, x.signal, x.detail, x.detected_ns)
 RK_INSPECT(rank_trouble, x.epoch, x.rank, x.node, x.unresponsive, x.detail)
 RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.compute_ns, x.communication_ns, x.snapshot_ns,
            x.tokens)
 RK_INSPECT(progress_batch, x.node, x.reports)
-RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.restore_ns)
+RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.connect_ns, x.restore_ns)
 RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)
 RK_INSPECT(kill_request, x.rank, x.signal, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
@@ -253,15 +267,52 @@ RK_INSPECT(worker_heartbeat, x.local_index)
 RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world)
 RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum)
 RK_INSPECT(replica_header, x.epoch, x.rank, x.step, x.length, x.checksum)
-RK_INSPECT(state_request, x.id, x.rank, x.step, x.kind)
+RK_INSPECT(state_request, x.id, x.rank, x.step, x.kind, x.holder, x.holder_address)
 RK_INSPECT(state_reply, x.id, x.ok, x.error, x.length, x.checksum)
 
-#undef RK_INSPECT
+
+// ---- admin shell ↔ supervisor -----------------------------------------------------------------------
+
+/// A command from an operator's shell (or a tool): "status", "kill", "events", ...
+struct admin_request {
+  std::uint64_t id = 0;
+  std::string command;
+  std::vector<std::string> args;
+};
+
+/// The answer: a code as the shell's exit status (0 ok, 2 bad request, 3 refused, 1 failed),
+/// text for people and JSON for scripts.
+struct admin_reply {
+  std::uint64_t id = 0;
+  std::int32_t code = 0;
+  std::string text;
+  std::string json;
+};
+
+RK_INSPECT(admin_request, x.id, x.command, x.args)
+RK_INSPECT(admin_reply, x.id, x.code, x.text, x.json)
+
+// ---- within one process ---------------------------------------------------------------------------
+
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using connect_atom = caf::atom_constant<caf::atom("connect")>;
+using spawn_atom = caf::atom_constant<caf::atom("spawn")>;
+
+/// The reaper thread saw a child process end (waitpid status).
+struct child_exited {
+  std::int32_t pid = 0;
+  std::int32_t status = 0;
+  std::int64_t at_ns = 0;
+};
+RK_INSPECT_LOCAL(child_exited, x.pid, x.status, x.at_ns)
 
 /// Registers every message type above with `cfg` (both ends of a bridge must).
 void register_message_types(caf::actor_system_config& cfg);
 
 /// The names of every registered message type, for tests.
 std::vector<std::string> message_type_names();
+
+#undef RK_INSPECT
+#undef RK_INSPECT_LOCAL
 
 }  // namespace rekindle::actors

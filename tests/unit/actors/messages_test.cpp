@@ -50,7 +50,7 @@ TEST_F(system_fixture, every_message_type_round_trips) {
 
   start_training start{epoch_t{9}, 2, {{1, 2, 3}, {4}}, step_t{55}, 4, {{rank_id{3}, node_id{0}, 1}}};
   auto s = round_trip(start);
-  EXPECT_EQ(s.addresses[1], bytes{4});
+  EXPECT_EQ(s.addresses[1], blob{4});
   EXPECT_EQ(s.restore_step, step_t{55});
   EXPECT_EQ(s.sources.at(0).kind, 1);
 
@@ -63,9 +63,9 @@ TEST_F(system_fixture, every_message_type_round_trips) {
             "killed by signal 9");
   EXPECT_EQ(round_trip(node_heartbeat{node_id{1}, 5}).sequence, 5u);
   EXPECT_EQ(round_trip(abort_epoch{epoch_t{4}}).epoch, epoch_t{4});
-  EXPECT_EQ(round_trip(rank_ready{epoch_t{1}, rank_id{1}, node_id{0}, 1, 99, {7}}).address, bytes{7});
+  EXPECT_EQ(round_trip(rank_ready{epoch_t{1}, rank_id{1}, node_id{0}, 1, 99, {7}}).address, blob{7});
   EXPECT_TRUE(round_trip(rank_trouble{epoch_t{1}, rank_id{1}, node_id{0}, true, "silent"}).unresponsive);
-  EXPECT_EQ(round_trip(rank_restored{epoch_t{1}, rank_id{1}, step_t{3}, "local memory", 5}).source, "local memory");
+  EXPECT_EQ(round_trip(rank_restored{epoch_t{1}, rank_id{1}, step_t{3}, "local memory", 4, 5}).restore_ns, 5);
   EXPECT_EQ(round_trip(snapshot_held{epoch_t{1}, rank_id{1}, step_t{3}, node_id{1}, 1}).kind, 1);
   EXPECT_EQ(round_trip(kill_request{rank_id{1}, 19, "drill"}).signal, 19);
   EXPECT_EQ(round_trip(job_finished{"failed", "limit"}).reason, "limit");
@@ -74,15 +74,17 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(round_trip(worker_assignment{epoch_t{2}, rank_id{5}, 8}).world, 8u);
   EXPECT_EQ(round_trip(snapshot_taken{epoch_t{2}, rank_id{5}, 1, step_t{10}, 100, 42}).checksum, 42u);
   EXPECT_EQ(round_trip(replica_header{epoch_t{2}, rank_id{5}, step_t{10}, 100, 42}).length, 100u);
-  EXPECT_EQ(round_trip(state_request{7, rank_id{5}, step_t{10}, 2}).kind, 2);
+  EXPECT_EQ(round_trip(state_request{7, rank_id{5}, step_t{10}, 2, node_id{1}, "h:1"}).holder_address, "h:1");
   EXPECT_EQ(round_trip(state_reply{7, false, "gone", 0, 0}).error, "gone");
+  EXPECT_EQ(round_trip(admin_request{3, "kill", {"rank", "2"}}).args.at(1), "2");
+  EXPECT_EQ(round_trip(admin_reply{3, 2, "bad", "{}"}).code, 2);
   EXPECT_EQ(round_trip(envelope{transport::peer_id{4}, node_id{1}, "agent", epoch_t{3}, 2}).actor, "agent");
   EXPECT_EQ(round_trip(peer_event{true, transport::peer_id{4}, node_id{1}, "x", 1, true, ""}).name, "x");
 }
 
 TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
   const auto names = message_type_names();
-  EXPECT_EQ(names.size(), 23u);
+  EXPECT_EQ(names.size(), 26u);
   for (const auto& n : names)
     EXPECT_FALSE(n.empty());
   EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());

@@ -1,0 +1,323 @@
+#include "actors/agent_actor.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "common/text.hpp"
+
+namespace rekindle::actors {
+
+namespace {
+
+std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
+  const auto colon = a.rfind(':');
+  if (colon == std::string::npos)
+    return {a, 0};
+  return {a.substr(0, colon), static_cast<std::uint16_t>(std::stoi(a.substr(colon + 1)))};
+}
+
+}  // namespace
+
+agent_actor::agent_actor(caf::actor_config& cfg, node_context* ctx, caf::actor checkpoint)
+    : caf::event_based_actor(cfg), ctx_(ctx), checkpoint_(std::move(checkpoint)) {}
+
+void agent_actor::to_supervisor(epoch_t epoch, const caf::message& msg) {
+  if (!ctx_->supervisor->send("agent", epoch, msg))
+    spdlog::debug("agent: supervisor not connected; dropped {}", msg.content().stringify());
+}
+
+void agent_actor::to_worker(const worker& w, epoch_t epoch, const caf::message& msg) {
+  if (w.peer)
+    ctx_->transport->send(*w.peer, "agent", "worker", epoch, msg);
+}
+
+agent_actor::worker* agent_actor::by_peer(transport::peer_id peer) {
+  for (auto& [i, w] : workers_)
+    if (w.peer == peer)
+      return &w;
+  return nullptr;
+}
+
+agent_actor::worker* agent_actor::by_rank(rank_id rank) {
+  for (auto& [i, w] : workers_)
+    if (w.rank == rank && w.epoch == epoch_ && !w.retiring)
+      return &w;
+  return nullptr;
+}
+
+void agent_actor::connect_to_supervisor() {
+  if (connecting_ || ctx_->supervisor->peer() || finished_)
+    return;
+  const auto address = ctx_->supervisor_address();
+  if (address.empty()) {
+    delayed_send(this, std::chrono::milliseconds{200}, connect_atom::value);
+    return;
+  }
+  connecting_ = true;
+  auto [host, port] = split_address(address);
+  caf::actor self = this;
+  ctx_->transport->connect(host, port, [self](expected<transport::peer_info> r) {
+    if (r)
+      caf::anon_send(self, connect_atom::value, r->id);
+    else
+      caf::anon_send(self, connect_atom::value, r.error().message());
+  });
+}
+
+void agent_actor::on_supervisor_up(transport::peer_id peer) {
+  connecting_ = false;
+  ctx_->supervisor->set(peer);
+  spdlog::info("agent connected to the supervisor node={}", ctx_->node_name());
+  to_supervisor(epoch_t{0}, caf::make_message(node_hello{ctx_->node, ctx_->node_name(), ctx_->address,
+                                                         static_cast<std::uint32_t>(getpid())}));
+  caf::anon_send(checkpoint_, connect_atom::value);  // re-report what it holds
+}
+
+caf::behavior agent_actor::make_behavior() {
+  ctx_->transport->expose("agent", this);
+  ctx_->transport->watch_peers(this);
+  send(this, connect_atom::value);
+  delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
+  return {
+      [this](connect_atom) { connect_to_supervisor(); },
+      [this](connect_atom, transport::peer_id peer) { on_supervisor_up(peer); },
+      [this](connect_atom, const std::string& why) {
+        connecting_ = false;
+        spdlog::info("agent cannot reach the supervisor yet ({}); retrying", why);
+        delayed_send(this, std::chrono::milliseconds{300}, connect_atom::value);
+      },
+      [this](tick_atom) {
+        tick();
+        delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
+      },
+      [this](const peer_event& e) {
+        if (e.up)
+          return;
+        if (ctx_->supervisor->peer() == e.peer) {
+          // Supervisor loss: workers keep training; reconnect and say hello again.
+          spdlog::warn("agent lost the supervisor: {}", e.reason);
+          ctx_->supervisor->set(std::nullopt);
+          send(this, connect_atom::value);
+          return;
+        }
+        if (auto* w = by_peer(e.peer))
+          w->peer.reset();
+      },
+      // ---- from workers ----
+      [this](const envelope& from, const worker_hello& h) {
+        auto it = workers_.find(h.local_index);
+        if (it == workers_.end() || it->second.pid != static_cast<std::int32_t>(h.pid)) {
+          spdlog::warn("agent: hello from unknown worker pid={} local={}", h.pid, h.local_index);
+          return;
+        }
+        auto& w = it->second;
+        w.peer = from.peer;
+        w.last_heartbeat = ctx_->time->now();
+        assign_worker(w);
+      },
+      [this](const envelope& from, const worker_heartbeat&) {
+        if (auto* w = by_peer(from.peer)) {
+          w->last_heartbeat = ctx_->time->now();
+          w->reported_unresponsive = false;
+        }
+      },
+      [this](const envelope&, const rank_ready& r) { to_supervisor(r.epoch, caf::make_message(r)); },
+      [this](const envelope&, const rank_restored& r) { to_supervisor(r.epoch, caf::make_message(r)); },
+      [this](const envelope&, const rank_trouble& t) { to_supervisor(t.epoch, caf::make_message(t)); },
+      [this](const envelope&, const progress_report& p) {
+        progress_.push_back(p);
+        if (progress_.size() >= 64)
+          flush_progress();
+      },
+      // ---- from the supervisor ----
+      [this](const envelope&, const assign_ranks& a) { apply(a); },
+      [this](const envelope&, const abort_epoch& a) {
+        ctx_->transport->set_epoch(a.epoch);
+        if (a.epoch > epoch_)
+          epoch_ = a.epoch;
+        started_.reset();
+        for (auto& [i, w] : workers_)
+          to_worker(w, epoch_t{0}, caf::make_message(a));
+      },
+      [this](const envelope&, const start_training& s) {
+        if (s.epoch != epoch_)
+          return;
+        started_ = s;
+        for (auto& [i, w] : workers_)
+          if (w.epoch == s.epoch && w.rank && !w.retiring)
+            to_worker(w, s.epoch, caf::make_message(s));
+      },
+      [this](const envelope&, const kill_request& k) {
+        if (auto* w = by_rank(k.rank)) {
+          spdlog::warn("agent kills rank={} pid={} signal={} reason=\"{}\"", k.rank.value(), w->pid, k.signal, k.reason);
+          ::kill(w->pid, k.signal);
+        }
+      },
+      [this](const envelope&, const job_finished& j) {
+        finished_ = true;
+        spdlog::info("agent: job {} {}", j.state, j.reason);
+        for (auto& [i, w] : workers_) {
+          to_worker(w, epoch_t{0}, caf::make_message(j));
+          w.retiring = true;
+        }
+        caf::anon_send(checkpoint_, j);
+      },
+      // ---- from the reaper thread ----
+      [this](const child_exited& c) {
+        for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+          auto& w = it->second;
+          if (w.pid != c.pid)
+            continue;
+          std::string detail;
+          int code = 0, sig = 0;
+          if (WIFSIGNALED(c.status)) {
+            sig = WTERMSIG(c.status);
+            detail = "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+          } else {
+            code = WEXITSTATUS(c.status);
+            detail = "exited with status " + std::to_string(code);
+          }
+          const bool failure = !w.retiring && !finished_ && w.rank && (sig != 0 || code != 0);
+          spdlog::info("worker exited local={} pid={} rank={} {}{}", w.local_index, w.pid,
+                       w.rank ? std::to_string(w.rank->value()) : "-", detail, failure ? "" : " (expected)");
+          if (failure)
+            to_supervisor(w.epoch, caf::make_message(rank_exited{w.epoch, *w.rank, ctx_->node, code, sig, detail, c.at_ns}));
+          workers_.erase(it);
+          return;
+        }
+      },
+      [this](spawn_atom, std::uint32_t local_index, epoch_t epoch) {
+        // A delayed restart: still wanted?
+        auto a = assignment_.find(local_index);
+        if (epoch != epoch_ || a == assignment_.end() || workers_.contains(local_index) || finished_)
+          return;
+        spawn_worker(local_index);
+      },
+  };
+}
+
+void agent_actor::apply(const assign_ranks& a) {
+  if (a.epoch < epoch_)
+    return;
+  epoch_ = a.epoch;
+  world_ = a.world;
+  ctx_->transport->set_epoch(a.epoch);
+  started_.reset();
+  assignment_.clear();
+  for (const auto& r : a.ranks)
+    assignment_[r.local_index] = r;
+  caf::anon_send(checkpoint_, a);
+  // Workers no longer wanted here leave; the others learn their rank in the new epoch.
+  for (auto& [i, w] : workers_)
+    if (!assignment_.contains(i) && !w.retiring)
+      stop_worker(w, SIGTERM, "not assigned in epoch " + std::to_string(a.epoch.value()));
+  for (const auto& [i, r] : assignment_) {
+    auto it = workers_.find(i);
+    if (it != workers_.end() && !it->second.retiring) {
+      assign_worker(it->second);
+    } else if (r.delay_ns > 0) {
+      delayed_send(this, std::chrono::nanoseconds{r.delay_ns}, spawn_atom::value, i, a.epoch);
+    } else {
+      spawn_worker(i);
+    }
+  }
+}
+
+void agent_actor::assign_worker(worker& w) {
+  auto a = assignment_.find(w.local_index);
+  if (a == assignment_.end() || !w.peer)
+    return;
+  w.rank = a->second.rank;
+  w.epoch = epoch_;
+  w.world = world_;
+  to_worker(w, epoch_, caf::make_message(worker_assignment{epoch_, a->second.rank, world_}));
+  if (started_)
+    to_worker(w, epoch_, caf::make_message(*started_));
+}
+
+void agent_actor::stop_worker(worker& w, int signal, const std::string& why) {
+  spdlog::info("agent stops worker local={} pid={}: {}", w.local_index, w.pid, why);
+  w.retiring = true;
+  ::kill(w.pid, signal);
+}
+
+void agent_actor::spawn_worker(std::uint32_t local_index) {
+  const auto log = ctx_->node_dir / ("worker-" + std::to_string(local_index) + ".log");
+  std::vector<std::string> args{ctx_->worker_binary.string(),
+                                "--node",
+                                ctx_->node_name(),
+                                "--local-index",
+                                std::to_string(local_index),
+                                "--agent",
+                                "127.0.0.1:" + std::to_string(ctx_->transport->port()),
+                                "--data-dir",
+                                ctx_->data_dir.string(),
+                                "--config",
+                                ctx_->config_path.empty() ? std::string{"-"} : ctx_->config_path.string()};
+  std::vector<char*> argv;
+  for (auto& s : args)
+    argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // Between fork and exec: async-signal-safe calls only.
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(127);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (fd >= 0)
+    ::close(fd);
+  if (pid < 0) {
+    spdlog::error("agent cannot fork a worker: {}", std::strerror(errno));
+    return;
+  }
+  worker w;
+  w.local_index = local_index;
+  w.pid = pid;
+  w.last_heartbeat = ctx_->time->now();
+  workers_[local_index] = w;
+  spdlog::info("agent started worker local={} pid={} epoch={}", local_index, pid, epoch_.value());
+}
+
+void agent_actor::flush_progress() {
+  if (progress_.empty())
+    return;
+  to_supervisor(epoch_, caf::make_message(progress_batch{ctx_->node, std::move(progress_)}));
+  progress_.clear();
+}
+
+void agent_actor::tick() {
+  flush_progress();
+  if (ctx_->supervisor->peer())
+    to_supervisor(epoch_t{0}, caf::make_message(node_heartbeat{ctx_->node, ++heartbeat_seq_}));
+  const auto now = ctx_->time->now();
+  for (auto& [i, w] : workers_) {
+    if (!w.peer || !w.rank || w.retiring || w.reported_unresponsive)
+      continue;
+    if (now - w.last_heartbeat > ctx_->spec.timeouts.node) {
+      w.reported_unresponsive = true;
+      const auto silent = format_duration(now - w.last_heartbeat);
+      spdlog::warn("worker unresponsive local={} rank={} silent for {}", i, w.rank->value(), silent);
+      to_supervisor(w.epoch, caf::make_message(rank_trouble{w.epoch, *w.rank, ctx_->node, true,
+                                                            "no heartbeat for " + silent}));
+    }
+  }
+}
+
+}  // namespace rekindle::actors

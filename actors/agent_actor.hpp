@@ -1,0 +1,74 @@
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "actors/node_context.hpp"
+
+namespace rekindle::actors {
+
+/// The agent of a node: connects to the supervisor, runs the node's worker processes, watches
+/// them, and relays between them and the supervisor.
+///
+/// Workers are separate processes (`rekindle-worker`), started with the agent's port and their
+/// local index, in their own process group, dying with the daemon (PR_SET_PDEATHSIG). A worker
+/// that exits is reported at once (the daemon's reaper thread sends child_exited); one that stops
+/// sending heartbeats for `timeouts.node` is reported unresponsive. Live workers keep their
+/// process across epochs: assign_ranks only tells them their new rank.
+///
+/// Exposed to peers as "agent". Thread-safety: an actor; its state is its own.
+class agent_actor : public caf::event_based_actor {
+ public:
+  agent_actor(caf::actor_config& cfg, node_context* ctx, caf::actor checkpoint);
+  caf::behavior make_behavior() override;
+  const char* name() const override { return "agent"; }
+
+ private:
+  struct worker {
+    std::uint32_t local_index = 0;
+    std::int32_t pid = 0;
+    std::optional<transport::peer_id> peer;
+    /// The rank and epoch it runs, once assigned.
+    std::optional<rank_id> rank;
+    epoch_t epoch;
+    std::uint32_t world = 0;
+    clock::time_point last_heartbeat;
+    bool reported_unresponsive = false;
+    /// Killed on purpose (no longer assigned, or the job ended): its exit is not a failure.
+    bool retiring = false;
+  };
+
+  void connect_to_supervisor();
+  void on_supervisor_up(transport::peer_id peer);
+  void tick();
+  void flush_progress();
+  void apply(const assign_ranks& a);
+  void spawn_worker(std::uint32_t local_index);
+  void assign_worker(worker& w);
+  void stop_worker(worker& w, int signal, const std::string& why);
+  void to_supervisor(epoch_t epoch, const caf::message& msg);
+  void to_worker(const worker& w, epoch_t epoch, const caf::message& msg);
+  worker* by_peer(transport::peer_id peer);
+  worker* by_rank(rank_id rank);
+
+  node_context* ctx_;
+  caf::actor checkpoint_;
+  bool connecting_ = false;
+  std::uint64_t heartbeat_seq_ = 0;
+  epoch_t epoch_;
+  std::uint32_t world_ = 0;
+  bool finished_ = false;
+  /// The current assignment: local index → rank, for workers to pick up.
+  std::map<std::uint32_t, rank_assignment> assignment_;
+  std::map<std::uint32_t, worker> workers_;
+  std::vector<progress_report> progress_;
+  /// start_training of the current epoch, for workers that say hello after it was sent.
+  std::optional<start_training> started_;
+};
+
+}  // namespace rekindle::actors

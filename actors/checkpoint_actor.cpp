@@ -1,0 +1,240 @@
+#include "actors/checkpoint_actor.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "storage/checksum.hpp"
+#include "training/state.hpp"
+
+namespace rekindle::actors {
+/// Work to finish inside the actor after a transport callback.
+struct checkpoint_continuation {
+  std::function<void(checkpoint_actor*)> fn;
+};
+}  // namespace rekindle::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(rekindle::actors::checkpoint_continuation)
+
+namespace rekindle::actors {
+
+namespace {
+
+constexpr std::size_t replicas_kept_per_rank = 4;
+
+std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
+  const auto colon = a.rfind(':');
+  if (colon == std::string::npos)
+    return {a, 0};
+  return {a.substr(0, colon), static_cast<std::uint16_t>(std::stoi(a.substr(colon + 1)))};
+}
+
+// The rank a state buffer belongs to, from its header.
+std::optional<std::uint32_t> rank_in_state(std::span<const std::byte> state) {
+  const auto off = training::state_field_offset("rank");
+  if (state.size() < off + 4)
+    return std::nullopt;
+  std::uint32_t r = 0;
+  std::memcpy(&r, state.data() + off, 4);
+  return r;
+}
+
+}  // namespace
+
+checkpoint_actor::checkpoint_actor(caf::actor_config& cfg, node_context* ctx, std::vector<storage::snapshot_slot> slots)
+    : caf::event_based_actor(cfg), ctx_(ctx), slots_(std::move(slots)) {}
+
+caf::behavior checkpoint_actor::make_behavior() {
+  ctx_->transport->expose("checkpoint", this);
+  return {
+      [this](const envelope&, const snapshot_taken& s) {
+        if (s.local_index >= slots_.size())
+          return;
+        auto& c = slot_contents_[s.local_index];
+        c.push_back({s.epoch, s.rank, s.step});
+        while (c.size() > 2)
+          c.pop_front();
+        ctx_->supervisor->send("checkpoint", s.epoch,
+                               caf::make_message(snapshot_held{s.epoch, s.rank, s.step, ctx_->node, 0}));
+        replicate(s.local_index, c.back());
+      },
+      [this](const envelope& from, const bulk_payload& p, const replica_header& h) {
+        const auto sum = storage::xxh64(p.bytes.span());
+        if (p.bytes.size() != h.length || sum != h.checksum) {
+          spdlog::warn("replica of rank {} step {} from node {} dropped: {} bytes, checksum {:016x}, expected {} and {:016x}",
+                       h.rank.value(), h.step.value(), from.node.value(), p.bytes.size(), sum, h.length, h.checksum);
+          return;
+        }
+        auto& r = replicas_[h.rank];
+        std::erase_if(r, [&](const replica& x) { return x.step == h.step && x.epoch == h.epoch; });
+        r.push_back({h.epoch, h.rank, h.step, h.checksum, p.bytes});
+        while (r.size() > replicas_kept_per_rank)
+          r.pop_front();
+        ctx_->supervisor->send("checkpoint", h.epoch,
+                               caf::make_message(snapshot_held{h.epoch, h.rank, h.step, ctx_->node, 1}));
+      },
+      [this](const envelope& from, const state_request& r) {
+        if (r.holder == ctx_->node)
+          serve(from, r);
+        else
+          forward(from, r);
+      },
+      [this](const envelope&, const bulk_payload& p, const state_reply& r) {
+        auto it = forwarded_.find(r.id);
+        if (it == forwarded_.end())
+          return;
+        auto f = it->second;
+        forwarded_.erase(it);
+        state_reply out = r;
+        out.id = f.requester_id;
+        ctx_->transport->send_bulk(f.requester, "checkpoint", f.requester_actor, epoch_t{0}, caf::make_message(out), p.bytes);
+      },
+      [this](const envelope&, const state_reply& r) {
+        auto it = forwarded_.find(r.id);
+        if (it == forwarded_.end())
+          return;
+        auto f = it->second;
+        forwarded_.erase(it);
+        reply_error(f.requester, f.requester_actor, f.requester_id, r.error);
+      },
+      [this](const assign_ranks& a) {
+        buddy_ = a.buddy;
+        buddy_address_ = a.buddy_address;
+      },
+      [this](connect_atom) { report_all(); },
+      [this](const peer_event& e) {
+        if (e.up)
+          return;
+        std::erase_if(peers_, [&](const auto& p) { return p.second == e.peer; });
+      },
+      [this](const job_finished&) {},
+      [this](const checkpoint_continuation& c) { c.fn(this); },
+  };
+}
+
+void checkpoint_actor::report_all() {
+  for (const auto& [local, contents] : slot_contents_)
+    for (const auto& h : contents)
+      ctx_->supervisor->send("checkpoint", h.epoch, caf::make_message(snapshot_held{h.epoch, h.rank, h.step, ctx_->node, 0}));
+  for (const auto& [rank, list] : replicas_)
+    for (const auto& r : list)
+      ctx_->supervisor->send("checkpoint", r.epoch, caf::make_message(snapshot_held{r.epoch, r.rank, r.step, ctx_->node, 1}));
+}
+
+void checkpoint_actor::with_peer(const std::string& address, std::function<void(expected<transport::peer_id>)> then) {
+  if (auto it = peers_.find(address); it != peers_.end()) {
+    then(it->second);
+    return;
+  }
+  auto [host, port] = split_address(address);
+  caf::actor self = this;
+  // The connection completes on the transport's thread; continue inside this actor.
+  ctx_->transport->connect(host, port, [self, address, then = std::move(then)](expected<transport::peer_info> r) mutable {
+    caf::anon_send(self, checkpoint_continuation{[address, r = std::move(r), then = std::move(then)](checkpoint_actor* a) {
+                     if (r) {
+                       a->peers_[address] = r->id;
+                       then(r->id);
+                     } else {
+                       then(r.error());
+                     }
+                   }});
+  });
+}
+
+void checkpoint_actor::replicate(std::uint32_t local_index, const held& h) {
+  if (buddy_address_.empty() || buddy_ == ctx_->node)
+    return;
+  auto view = slots_[local_index].at_step(h.step, false);
+  if (!view) {
+    spdlog::warn("replication of rank {} step {} skipped: {}", h.rank.value(), h.step.value(), view.error().message());
+    return;
+  }
+  std::vector<std::byte> copy(view->data.size());
+  const auto sum = storage::copy_and_hash(copy, view->data);
+  if (!slots_[local_index].still_valid(*view) || sum != view->checksum) {
+    spdlog::warn("replication of rank {} step {} skipped: the snapshot changed while it was copied", h.rank.value(),
+                 h.step.value());
+    return;
+  }
+  transport::shared_bytes payload{std::move(copy)};
+  const replica_header header{h.epoch, h.rank, h.step, payload.size(), sum};
+  with_peer(buddy_address_, [this, header, payload](expected<transport::peer_id> p) {
+    if (!p) {
+      spdlog::warn("replication of rank {} step {} to {} failed: {}", header.rank.value(), header.step.value(),
+                   buddy_address_, p.error().message());
+      return;
+    }
+    ctx_->transport->send_bulk(*p, "checkpoint", "checkpoint", epoch_t{0}, caf::make_message(header), payload);
+  });
+}
+
+void checkpoint_actor::reply_error(transport::peer_id to, const std::string& actor, std::uint64_t id, const std::string& why) {
+  ctx_->transport->send(to, "checkpoint", actor, epoch_t{0}, caf::make_message(state_reply{id, false, why, 0, 0}));
+}
+
+void checkpoint_actor::serve(const envelope& from, const state_request& r) {
+  const auto where = "node " + ctx_->node_name();
+  std::optional<transport::shared_bytes> found;
+  std::uint64_t checksum = 0;
+  std::string error = "rank " + std::to_string(r.rank.value()) + " step " + std::to_string(r.step.value()) +
+                      " is not held on " + where;
+  if (r.kind == 0) {
+    for (const auto& [local, contents] : slot_contents_) {
+      const bool has = std::any_of(contents.begin(), contents.end(),
+                                   [&](const held& h) { return h.rank == r.rank && h.step == r.step; });
+      if (!has)
+        continue;
+      auto view = slots_[local].at_step(r.step, true);
+      if (!view) {
+        error = view.error().message();
+        continue;
+      }
+      if (rank_in_state(view->data) != r.rank.value())
+        continue;
+      std::vector<std::byte> copy(view->data.begin(), view->data.end());
+      if (!slots_[local].still_valid(*view)) {
+        error = "the snapshot of step " + std::to_string(r.step.value()) + " was overwritten while it was read";
+        continue;
+      }
+      checksum = view->checksum;
+      found = transport::shared_bytes{std::move(copy)};
+      break;
+    }
+  } else if (r.kind == 1) {
+    if (auto it = replicas_.find(r.rank); it != replicas_.end())
+      for (const auto& rep : it->second)
+        if (rep.step == r.step) {
+          found = rep.bytes;
+          checksum = rep.checksum;
+        }
+  } else {
+    error = "checkpoints on disk are not held by " + where;
+  }
+  if (!found) {
+    reply_error(from.peer, from.actor, r.id, error);
+    return;
+  }
+  ctx_->transport->send_bulk(from.peer, "checkpoint", from.actor, epoch_t{0},
+                             caf::make_message(state_reply{r.id, true, "", found->size(), checksum}), *found);
+}
+
+void checkpoint_actor::forward(const envelope& from, const state_request& r) {
+  const std::uint64_t id = next_id_++;
+  forwarded_[id] = {from.peer, from.actor, r.id};
+  state_request out = r;
+  out.id = id;
+  with_peer(r.holder_address, [this, out, id](expected<transport::peer_id> p) {
+    if (!p) {
+      auto it = forwarded_.find(id);
+      if (it != forwarded_.end()) {
+        reply_error(it->second.requester, it->second.requester_actor, it->second.requester_id,
+                    "cannot reach the daemon at " + out.holder_address + ": " + p.error().message());
+        forwarded_.erase(it);
+      }
+      return;
+    }
+    ctx_->transport->send(*p, "checkpoint", "checkpoint", epoch_t{0}, caf::make_message(out));
+  });
+}
+
+}  // namespace rekindle::actors

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "actors/node_context.hpp"
+#include "storage/snapshot_slot.hpp"
+
+namespace rekindle::actors {
+
+/// The checkpoint actor of a node: owns the snapshot slots of the node's local ranks, keeps
+/// replicas of its buddy node's snapshots, and serves rank states for restores.
+///
+/// 1. A worker publishes a snapshot into its slot and says so (snapshot_taken).
+/// 2. The actor reports the copy to the supervisor (snapshot_held, own slot), copies the snapshot
+///    out of the slot (checking the half was not overwritten meanwhile) and sends it to the buddy
+///    node's checkpoint actor as a bulk payload, off the training path.
+/// 3. The buddy verifies its checksum, keeps the newest two per rank in memory, and reports
+///    snapshot_held (buddy replica) itself.
+/// 4. A worker restoring a state it does not have in its own slot asks its node's checkpoint actor
+///    (state_request); the request is served from this node's slots or replicas, or forwarded to
+///    the daemon that holds the state.
+///
+/// Exposed to peers as "checkpoint". Thread-safety: an actor.
+class checkpoint_actor : public caf::event_based_actor {
+ public:
+  checkpoint_actor(caf::actor_config& cfg, node_context* ctx, std::vector<storage::snapshot_slot> slots);
+  caf::behavior make_behavior() override;
+  const char* name() const override { return "checkpoint"; }
+
+ private:
+  struct held {
+    epoch_t epoch;
+    rank_id rank;
+    step_t step;
+  };
+  struct replica {
+    epoch_t epoch;
+    rank_id rank;
+    step_t step;
+    std::uint64_t checksum = 0;
+    transport::shared_bytes bytes;
+  };
+  struct forwarded {
+    transport::peer_id requester;
+    std::string requester_actor;
+    std::uint64_t requester_id = 0;
+  };
+
+  void replicate(std::uint32_t local_index, const held& h);
+  void report_all();
+  void serve(const envelope& from, const state_request& r);
+  void forward(const envelope& from, const state_request& r);
+  void reply_error(transport::peer_id to, const std::string& actor, std::uint64_t id, const std::string& why);
+  void with_peer(const std::string& address, std::function<void(expected<transport::peer_id>)> then);
+
+  node_context* ctx_;
+  std::vector<storage::snapshot_slot> slots_;
+  /// What each local slot holds: its newest two snapshots.
+  std::map<std::uint32_t, std::deque<held>> slot_contents_;
+  /// Replicas of the buddy's ranks: the newest few per rank.
+  std::map<rank_id, std::deque<replica>> replicas_;
+  node_id buddy_;
+  std::string buddy_address_;
+  /// Daemons this actor talks to, by address.
+  std::map<std::string, transport::peer_id> peers_;
+  std::map<std::uint64_t, forwarded> forwarded_;
+  std::uint64_t next_id_ = 1;
+};
+
+}  // namespace rekindle::actors

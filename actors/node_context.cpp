@@ -1,0 +1,37 @@
+#include "actors/node_context.hpp"
+
+#include <algorithm>
+#include <fstream>
+
+#include "storage/snapshot_slot.hpp"
+
+namespace rekindle::actors {
+
+std::string node_context::slot_name(std::uint32_t local_index) const {
+  return storage::snapshot_slot::name_for(node_dir, spec.job.name, local_index);
+}
+
+std::uint32_t node_context::max_local_ranks() const {
+  const auto own = spec.ranks_on(node);
+  if (own > 0)
+    return own;
+  std::uint32_t widest = 1;
+  for (std::uint32_t n = 0; n < spec.nodes.size(); ++n)
+    widest = std::max(widest, spec.ranks_on(node_id{n}));
+  return widest;
+}
+
+std::string node_context::supervisor_address() const {
+  if (!supervisor_override.empty())
+    return supervisor_override;
+  const auto& sup = spec.nodes.at(spec.supervisor_node().value());
+  if (sup.port != 0)
+    return sup.host + ":" + std::to_string(sup.port);
+  std::ifstream in(data_dir / "supervisor.addr");
+  std::string written;
+  if (in >> written)
+    return written;
+  return {};
+}
+
+}  // namespace rekindle::actors

@@ -1,0 +1,84 @@
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "actors/bridge.hpp"
+#include "common/clock.hpp"
+#include "common/ids.hpp"
+#include "config/spec.hpp"
+
+namespace rekindle::actors {
+
+/// How the agent reaches the supervisor: through the bridge, to the peer it connected to. The
+/// checkpoint actor sends through it too.
+///
+/// Thread-safety: every method may be called from any thread.
+class supervisor_link {
+ public:
+  explicit supervisor_link(bridge& b) : bridge_(b) {}
+
+  void set(std::optional<transport::peer_id> peer) {
+    std::lock_guard lock{mutex_};
+    peer_ = peer;
+  }
+  [[nodiscard]] std::optional<transport::peer_id> peer() const {
+    std::lock_guard lock{mutex_};
+    return peer_;
+  }
+  /// Sends `msg` from local actor `from` to the supervisor; false (and nothing sent) when the
+  /// supervisor is not connected.
+  bool send(const std::string& from, epoch_t epoch, const caf::message& msg) {
+    auto p = peer();
+    if (!p)
+      return false;
+    bridge_.send(*p, from, "supervisor", epoch, msg);
+    return true;
+  }
+
+ private:
+  bridge& bridge_;
+  mutable std::mutex mutex_;
+  std::optional<transport::peer_id> peer_;
+};
+
+/// What every actor of a node daemon shares. Owned by the daemon; outlives its actors.
+struct node_context {
+  config::spec spec;
+  /// The configuration file, or empty for the embedded default.
+  std::filesystem::path config_path;
+  node_id node;
+  /// The daemon's own folder: <data_dir>/<node name>.
+  std::filesystem::path node_dir;
+  /// The root shared by the nodes of a single-host cluster: <data_dir>.
+  std::filesystem::path data_dir;
+  /// host:port this daemon listens on.
+  std::string address;
+  /// Where rekindle-worker lives.
+  std::filesystem::path worker_binary;
+  /// host:port of the supervisor's daemon when given on the command line (else see
+  /// supervisor_address()).
+  std::string supervisor_override;
+  bridge* transport = nullptr;
+  supervisor_link* supervisor = nullptr;
+  const clock* time = nullptr;
+
+  [[nodiscard]] const std::string& node_name() const { return spec.nodes.at(node.value()).name; }
+  /// The snapshot slot of local rank `local_index` on this node.
+  [[nodiscard]] std::string slot_name(std::uint32_t local_index) const;
+  /// host:port of the supervisor's daemon: the command line's, the configured port of the
+  /// supervisor node, or what that daemon wrote to <data_dir>/supervisor.addr; "" until known.
+  [[nodiscard]] std::string supervisor_address() const;
+  /// The most ranks this node may run (its configured ranks, or the widest node's for a spare).
+  [[nodiscard]] std::uint32_t max_local_ranks() const;
+};
+
+/// Nanoseconds of `clock` since its epoch, for messages.
+inline std::int64_t now_ns(const clock& c) { return c.now().time_since_epoch().count(); }
+
+}  // namespace rekindle::actors

@@ -1,0 +1,181 @@
+#include "actors/node_daemon.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "actors/agent_actor.hpp"
+#include "actors/bridge.hpp"
+#include "actors/checkpoint_actor.hpp"
+#include "actors/messages.hpp"
+#include "actors/supervisor_actor.hpp"
+#include "storage/state_store.hpp"
+#include "training/training_task.hpp"
+
+namespace rekindle::actors {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+int run_node_daemon(daemon_options o) {
+  // Signals are taken by sigtimedwait in this thread; every thread started below inherits the
+  // mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  const auto node = o.spec.find_node(o.node);
+  if (!node) {
+    spdlog::error("node '{}' is not in {}", o.node, o.spec.source);
+    return 3;
+  }
+  real_clock time;
+  node_context ctx;
+  ctx.spec = o.spec;
+  ctx.config_path = o.config_path;
+  ctx.node = *node;
+  ctx.data_dir = o.data_dir ? fs::absolute(*o.data_dir) : o.spec.daemon.data_dir;
+  ctx.node_dir = ctx.data_dir / o.node;
+  ctx.time = &time;
+  ctx.supervisor_override = o.supervisor;
+  ctx.worker_binary = fs::read_symlink("/proc/self/exe").parent_path() / "rekindle-worker";
+  std::error_code ec;
+  fs::create_directories(ctx.node_dir, ec);
+  if (ec) {
+    spdlog::error("cannot create {}: {}", ctx.node_dir.string(), ec.message());
+    return 3;
+  }
+  const bool is_supervisor = *node == o.spec.supervisor_node();
+
+  caf::actor_system_config cfg;
+  register_message_types(cfg);
+  register_bridge_types(cfg);
+  cfg.set("scheduler.max-threads", static_cast<std::size_t>(o.spec.daemon.actor_threads));
+  cfg.set("logger.console", caf::atom("none"));
+  caf::actor_system sys{cfg};
+
+  const auto& me = o.spec.nodes.at(node->value());
+  transport::messenger_options mo;
+  mo.name = "rekindled " + o.node;
+  mo.node = node->value();
+  mo.listen_host = me.host;
+  mo.listen_port = o.port ? *o.port : me.port;
+  mo.token = o.spec.security.token;
+  mo.readonly_token = o.spec.security.readonly_token;
+  mo.max_frame_size = std::max<std::uint64_t>(o.spec.transport.max_frame_size,
+                                              2 * training::state_bytes_for(o.spec, 1, 0) + (1 << 20));
+  mo.keepalive = o.spec.timeouts.heartbeat;
+  mo.peer_timeout = o.spec.timeouts.node;
+  mo.net_devices = o.spec.transport.net_devices;
+  mo.tls = o.spec.transport.tls;
+  auto b = bridge::start(sys, mo);
+  if (!b) {
+    spdlog::error("cannot start the transport: {}", b.error().message());
+    return 3;
+  }
+  ctx.transport = b->get();
+  ctx.address = me.host + ":" + std::to_string((*b)->port());
+  supervisor_link link{**b};
+  ctx.supervisor = &link;
+  write_atomically(ctx.node_dir / "daemon.addr", ctx.address);
+  spdlog::info("rekindled {} listening on {}{}", o.node, ctx.address, is_supervisor ? " (supervisor)" : "");
+
+  // Snapshot slots: last run's leftovers go, then one per local rank, sized for the largest state.
+  const auto prefix = storage::snapshot_slot::name_prefix(ctx.node_dir, o.spec.job.name);
+  (void)storage::snapshot_slot::remove_with_prefix(prefix);
+  std::vector<storage::snapshot_slot> slots;
+  const auto capacity = training::state_bytes_for(o.spec, 1, 0);
+  for (std::uint32_t i = 0; i < ctx.max_local_ranks(); ++i) {
+    auto slot = storage::snapshot_slot::create(ctx.slot_name(i), capacity);
+    if (!slot) {
+      spdlog::error("cannot create snapshot slot {}: {}", i, slot.error().message());
+      return 3;
+    }
+    slots.push_back(std::move(*slot));
+  }
+
+  caf::actor supervisor;
+  if (is_supervisor) {
+    auto store = storage::state_store::open(ctx.node_dir / "state", {.clk = &time});
+    if (!store) {
+      spdlog::error("cannot open the state store: {}", store.error().message());
+      return 3;
+    }
+    supervisor = sys.spawn<supervisor_actor>(&ctx, std::move(*store));
+    write_atomically(ctx.data_dir / "supervisor.addr", ctx.address);
+  }
+  auto checkpoint = sys.spawn<checkpoint_actor>(&ctx, std::move(slots));
+  auto agent = sys.spawn<agent_actor>(&ctx, checkpoint);
+
+  // The reaper: worker processes are reported the moment they end.
+  std::atomic<bool> stopping{false};
+  std::thread reaper([&] {
+    while (!stopping.load()) {
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, 0);
+      if (pid > 0) {
+        caf::anon_send(agent, child_exited{pid, status, now_ns(time)});
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});
+      }
+    }
+  });
+
+  // Run until a stop signal, or the job's end.
+  int exit_code = 0;
+  for (;;) {
+    timespec wait{0, 200'000'000};
+    const int sig = sigtimedwait(&stop_signals, nullptr, &wait);
+    if (sig == SIGTERM || sig == SIGINT) {
+      spdlog::info("rekindled {} stops on signal {}", o.node, sig);
+      break;
+    }
+    if (o.exit_when_done) {
+      std::ifstream report(ctx.data_dir / "report.json");
+      if (report && is_supervisor) {
+        std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
+        exit_code = text.find("\"state\": \"failed\"") != std::string::npos ? 1 : 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds{300});
+        break;
+      }
+      if (!is_supervisor && fs::exists(ctx.data_dir / "report.json"))
+        break;
+    }
+  }
+  stopping.store(true);
+  if (supervisor)
+    caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(checkpoint, caf::exit_reason::user_shutdown);
+  // Workers die with the daemon (PR_SET_PDEATHSIG); stop them now so the reaper can finish.
+  kill(0, 0);
+  (*b)->shutdown();
+  reaper.detach();
+  sys.await_all_actors_done();
+  for (std::uint32_t i = 0; i < ctx.max_local_ranks(); ++i)
+    (void)storage::snapshot_slot::remove(ctx.slot_name(i));
+  return exit_code;
+}
+
+}  // namespace rekindle::actors

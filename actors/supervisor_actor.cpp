@@ -1,0 +1,513 @@
+#include "actors/supervisor_actor.hpp"
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/text.hpp"
+
+namespace rekindle::actors {
+
+namespace {
+
+using json = nlohmann::json;
+
+policy_config config_from(const config::spec& s) {
+  policy_config c;
+  for (std::uint32_t n = 0; n < s.nodes.size(); ++n)
+    c.nodes.push_back({s.nodes[n].name, s.ranks_on(node_id{n}), s.nodes[n].spare});
+  c.total_steps = s.job.steps;
+  c.snapshot_every = s.checkpoint.snapshot_every;
+  c.hang_timeout = s.timeouts.hang;
+  c.node_timeout = s.timeouts.node;
+  c.rendezvous_timeout = s.timeouts.rendezvous;
+  c.max_restarts_per_rank = s.recovery.max_restarts_per_rank;
+  c.max_restarts = s.recovery.max_restarts;
+  c.backoff = s.recovery.backoff;
+  c.backoff_max = s.recovery.backoff_max;
+  return c;
+}
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+std::string kind_name(std::uint8_t kind) {
+  return kind == 0 ? "local memory" : kind == 1 ? "buddy memory" : "disk";
+}
+
+void write_atomically(const std::filesystem::path& path, const std::string& text) {
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+}
+
+}  // namespace
+
+double recovery_record::detect_s() const { return injected_ns > 0 ? seconds(detected_ns - injected_ns) : 0.0; }
+double recovery_record::respawn_s() const { return ready_ns > 0 ? seconds(ready_ns - detected_ns) : 0.0; }
+double recovery_record::rendezvous_s() const {
+  return started_ns > 0 ? seconds(started_ns - ready_ns) + seconds(connect_ns) : 0.0;
+}
+double recovery_record::restore_s() const { return seconds(restore_ns); }
+double recovery_record::total_s() const {
+  return first_step_ns > 0 ? seconds(first_step_ns - (injected_ns > 0 ? injected_ns : detected_ns)) : 0.0;
+}
+
+supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store)
+    : caf::event_based_actor(cfg),
+      ctx_(ctx),
+      store_(std::move(store)),
+      policy_(config_from(ctx->spec), *ctx->time),
+      node_addresses_(ctx->spec.nodes.size()) {}
+
+void supervisor_actor::on_exit() {
+  write_status(finished_);
+  if (store_)
+    (void)store_->close();
+}
+
+void supervisor_actor::event(const std::string& kind, const std::string& detail, std::optional<rank_id> rank,
+                             std::optional<node_id> node, std::vector<std::pair<std::string, std::string>> fields) {
+  spdlog::info("event {} epoch={}{}{} {}", kind, policy_.epoch().value(),
+               rank ? " rank=" + std::to_string(rank->value()) : "",
+               node ? " node=" + ctx_->spec.nodes.at(node->value()).name : "", detail);
+  storage::event e;
+  e.kind = kind;
+  e.epoch = policy_.epoch();
+  e.rank = rank;
+  e.node = node;
+  e.fields = std::move(fields);
+  if (!detail.empty())
+    e.fields.insert(e.fields.begin(), {"detail", detail});
+  if (auto r = store_->append_event(std::move(e)); !r)
+    spdlog::error("the event log refused an event: {}", r.error().message());
+}
+
+void supervisor_actor::to_agent(node_id n, epoch_t epoch, const caf::message& msg) {
+  if (auto it = agents_.find(n); it != agents_.end())
+    ctx_->transport->send(it->second, "supervisor", "agent", epoch, msg);
+}
+
+void supervisor_actor::to_all_agents(epoch_t epoch, const caf::message& msg) {
+  for (const auto& [n, peer] : agents_)
+    ctx_->transport->send(peer, "supervisor", "agent", epoch, msg);
+}
+
+void supervisor_actor::open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
+                                     std::int64_t injected_ns) {
+  if (finished_)
+    return;
+  if (open_recovery_ && !recoveries_[*open_recovery_].done)
+    return;  // a failure during a recovery folds into it
+  recovery_record r;
+  r.cause = cause;
+  if (rank)
+    r.rank = rank->value();
+  if (node)
+    r.node = node->value();
+  r.failed_at_step = max_step_;
+  r.injected_ns = injected_ns;
+  r.detected_ns = now_ns(*ctx_->time);
+  recoveries_.push_back(r);
+  open_recovery_ = recoveries_.size() - 1;
+}
+
+void supervisor_actor::execute(std::vector<policy_action> actions) {
+  bool assigned = false;
+  std::map<node_id, assign_ranks> assigns;
+  for (auto& action : actions) {
+    if (auto* pe = std::get_if<persist_epoch>(&action)) {
+      auto e = store_->bump_epoch();
+      if (!e)
+        spdlog::error("the epoch could not be persisted: {}", e.error().message());
+      else if (*e != pe->epoch)
+        spdlog::warn("stored epoch {} differs from the policy's {}", e->value(), pe->epoch.value());
+      ctx_->transport->set_epoch(pe->epoch);
+      addresses_.clear();
+      for (auto& [r, s] : ranks_)
+        s.state = "restarting";
+      assigned = true;
+      if (open_recovery_)
+        recoveries_[*open_recovery_].epoch = pe->epoch.value();
+    } else if (auto* ab = std::get_if<abort_ranks>(&action)) {
+      to_all_agents(ab->epoch, caf::make_message(abort_epoch{ab->epoch}));
+    } else if (auto* sp = std::get_if<spawn_rank>(&action)) {
+      auto& as = assigns[sp->slot.node];
+      as.epoch = sp->epoch;
+      as.world = sp->world;
+      as.ranks.push_back({sp->slot.rank, sp->slot.local_index, sp->delay.count()});
+      auto& rs = ranks_[sp->slot.rank];
+      rs.node = sp->slot.node.value();
+      rs.restarts = policy_.restarts_of(sp->slot.rank);
+    } else if (auto* kr = std::get_if<kill_rank>(&action)) {
+      to_agent(kr->node, policy_.epoch(), caf::make_message(kill_request{kr->rank, kr->signal, "hung"}));
+    } else if (auto* se = std::get_if<start_epoch>(&action)) {
+      storage::membership m;
+      m.epoch = se->epoch;
+      start_training st;
+      st.epoch = se->epoch;
+      st.world = static_cast<std::uint32_t>(se->placement.size());
+      st.restore_step = se->restore_step;
+      st.restore_world = se->restore_world;
+      st.node_addresses = node_addresses_;
+      for (const auto& s : se->sources)
+        st.sources.push_back({s.old_rank, s.holder, static_cast<std::uint8_t>(s.where)});
+      for (const auto& slot : se->placement) {
+        st.addresses.push_back(addresses_[slot.rank]);
+        storage::rank_member member;
+        member.rank = slot.rank;
+        member.node = slot.node;
+        member.local_index = slot.local_index;
+        member.device = ctx_->spec.nodes.at(slot.node.value()).devices.empty()
+                            ? "auto"
+                            : ctx_->spec.nodes.at(slot.node.value()).devices.at(slot.local_index).to_string();
+        const auto& addr = addresses_[slot.rank];
+        member.address.resize(addr.size());
+        std::memcpy(member.address.data(), addr.data(), addr.size());
+        m.ranks.push_back(std::move(member));
+      }
+      if (auto s = store_->put_membership(std::move(m)); !s.ok())
+        spdlog::error("the membership could not be stored: {}", s.message());
+      std::set<node_id> nodes;
+      for (const auto& slot : se->placement)
+        nodes.insert(slot.node);
+      for (auto n : nodes)
+        to_agent(n, se->epoch, caf::make_message(st));
+      if (open_recovery_) {
+        auto& r = recoveries_[*open_recovery_];
+        r.started_ns = now_ns(*ctx_->time);
+        r.restored_step = se->restore_step.value();
+        r.source = se->sources.empty() ? "none" : kind_name(static_cast<std::uint8_t>(se->sources.front().where));
+        for (const auto& s : se->sources)
+          if (s.where != state_source::kind::local_slot)
+            r.source = kind_name(static_cast<std::uint8_t>(s.where)) + " on " + ctx_->spec.nodes.at(s.holder.value()).name;
+      }
+      for (auto& [r, s] : ranks_)
+        s.state = "restoring";
+      if (started_ns_ == 0)
+        started_ns_ = now_ns(*ctx_->time);
+    } else if (auto* fj = std::get_if<finish_job>(&action)) {
+      finished_ = true;
+      final_state_ = std::string{to_string(fj->state)};
+      storage::job_record job;
+      job.name = ctx_->spec.job.name;
+      job.config_source = ctx_->spec.source;
+      job.state = fj->state == job_state::completed ? storage::job_state::stopped
+                  : fj->state == job_state::failed  ? storage::job_state::failed
+                                                   : storage::job_state::stopped;
+      job.reason = fj->state == job_state::completed ? "completed" : fj->reason;
+      job.since = ctx_->time->wall_now();
+      (void)store_->put_job(job);
+      to_all_agents(epoch_t{0}, caf::make_message(job_finished{final_state_, fj->reason}));
+      for (auto& [r, s] : ranks_)
+        s.state = final_state_;
+      (void)store_->flush_events();
+      write_status(true);
+    } else if (auto* ne = std::get_if<note_event>(&action)) {
+      event(ne->kind, ne->detail, ne->rank, ne->node);
+    }
+  }
+  if (!assigned)
+    return;
+  // Every node up learns its ranks of the new epoch (none: its workers stop) and its buddy.
+  for (const auto& [n, peer] : agents_) {
+    auto as = assigns.contains(n) ? assigns[n] : assign_ranks{policy_.epoch(), policy_.world(), {}, {}, {}};
+    as.epoch = policy_.epoch();
+    as.world = policy_.world();
+    const auto count = static_cast<std::uint32_t>(ctx_->spec.nodes.size());
+    for (std::uint32_t k = 1; k < count; ++k) {
+      const node_id b{(n.value() + k) % count};
+      if (policy_.node_up(b) && agents_.contains(b) && !node_addresses_[b.value()].empty()) {
+        as.buddy = b;
+        as.buddy_address = node_addresses_[b.value()];
+        break;
+      }
+    }
+    if (as.buddy_address.empty())
+      as.buddy = n;
+    ctx_->transport->send(peer, "supervisor", "agent", as.epoch, caf::make_message(as));
+  }
+}
+
+caf::behavior supervisor_actor::make_behavior() {
+  ctx_->transport->expose("supervisor", this);
+  ctx_->transport->watch_peers(this);
+  // A restarted supervisor resumes from its store: a new epoch once the nodes are back.
+  auto loaded = store_->load();
+  if (loaded && loaded->latest_membership && loaded->job && loaded->job->state != storage::job_state::stopped &&
+      loaded->job->state != storage::job_state::failed) {
+    std::vector<rank_slot> placement;
+    for (const auto& m : loaded->latest_membership->ranks)
+      placement.push_back({m.rank, m.node, m.local_index});
+    std::uint64_t step = 0;
+    for (const auto& r : loaded->ranks)
+      if (r.snapshot_step)
+        step = std::max(step, r.snapshot_step->value());
+    execute(policy_.recover_after_restart(store_->epoch(), std::move(placement), step_t{step}));
+    open_recovery("supervisor restarted", {}, ctx_->node);
+  } else {
+    storage::job_record job;
+    job.name = ctx_->spec.job.name;
+    job.config_source = ctx_->spec.source;
+    job.state = storage::job_state::created;
+    job.since = ctx_->time->wall_now();
+    (void)store_->put_job(job);
+    event("job_created", ctx_->spec.job.name + ": " + std::to_string(ctx_->spec.world_size()) + " ranks on " +
+                             std::to_string(ctx_->spec.nodes.size()) + " nodes, " + std::to_string(ctx_->spec.job.steps) +
+                             " steps");
+  }
+  delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
+  return {
+      [this](tick_atom) {
+        if (!finished_)
+          execute(policy_.on_tick());
+        write_status(finished_);
+        delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
+      },
+      [this](const peer_event& e) {
+        if (e.up)
+          return;
+        for (auto it = agents_.begin(); it != agents_.end(); ++it) {
+          if (it->second != e.peer)
+            continue;
+          const node_id n = it->first;
+          agents_.erase(it);
+          if (finished_)
+            return;
+          open_recovery("node " + ctx_->spec.nodes.at(n.value()).name + " lost (" + e.reason + ")", {}, n,
+                        injected_.contains(1000000 + n.value()) ? injected_[1000000 + n.value()] : 0);
+          execute(policy_.on_node_lost(n, e.reason));
+          return;
+        }
+      },
+      [this](const envelope& from, const node_hello& h) {
+        if (h.node.value() >= ctx_->spec.nodes.size())
+          return;
+        agents_[h.node] = from.peer;
+        node_addresses_[h.node.value()] = h.address;
+        event("node_joined", h.name + " at " + h.address, {}, h.node);
+        if (finished_) {
+          ctx_->transport->send(from.peer, "supervisor", "agent", epoch_t{0},
+                                caf::make_message(job_finished{final_state_, "the job has ended"}));
+          return;
+        }
+        execute(policy_.on_node_up(h.node));
+      },
+      [this](const envelope&, const node_heartbeat& h) { policy_.on_heartbeat(h.node); },
+      [this](const envelope&, const rank_ready& r) {
+        if (r.epoch != policy_.epoch())
+          return;
+        addresses_[r.rank] = r.address;
+        ranks_[r.rank].state = "ready";
+        auto actions = policy_.on_rank_ready(r.rank, r.epoch);
+        if (open_recovery_ && policy_.state() == job_state::running && recoveries_[*open_recovery_].ready_ns == 0)
+          recoveries_[*open_recovery_].ready_ns = now_ns(*ctx_->time);
+        execute(std::move(actions));
+      },
+      [this](const envelope&, const rank_restored& r) {
+        if (r.epoch != policy_.epoch())
+          return;
+        ranks_[r.rank].state = "training";
+        if (open_recovery_) {
+          auto& rec = recoveries_[*open_recovery_];
+          rec.connect_ns = std::max(rec.connect_ns, r.connect_ns);
+          rec.restore_ns = std::max(rec.restore_ns, r.restore_ns);
+          if (r.source != "none" && r.source != "local memory")
+            rec.source = r.source;
+        }
+      },
+      [this](const envelope&, const progress_batch& b) {
+        for (const auto& p : b.reports) {
+          if (p.epoch != policy_.epoch())
+            continue;
+          auto& s = ranks_[p.rank];
+          s.step = std::max(s.step, p.step.value());
+          s.loss = p.loss;
+          s.step_ns = p.step_ns;
+          s.state = "training";
+          if (p.snapshot_ns > 0)
+            s.snapshot_ns = p.snapshot_ns;
+          if (p.rank == rank_id{0} && p.step.value() > 0) {
+            if (losses_.size() < p.step.value()) {
+              losses_.resize(p.step.value(), 0.0);
+              step_seconds_.resize(p.step.value(), 0.0);
+            }
+            losses_[p.step.value() - 1] = p.loss;
+            step_seconds_[p.step.value() - 1] = seconds(p.step_ns);
+          }
+          max_step_ = std::max(max_step_, p.step.value());
+          execute(policy_.on_progress(p.rank, p.epoch, p.step));
+        }
+        if (open_recovery_ && !recoveries_[*open_recovery_].done && policy_.state() != job_state::rendezvous) {
+          auto& rec = recoveries_[*open_recovery_];
+          const bool all_past = !ranks_.empty() && std::all_of(policy_.placement().begin(), policy_.placement().end(),
+                                                               [&](const rank_slot& s) {
+                                                                 return ranks_[s.rank].step > rec.restored_step;
+                                                               });
+          if (rec.started_ns > 0 && all_past) {
+            rec.first_step_ns = now_ns(*ctx_->time);
+            rec.done = true;
+            event("recovered",
+                  "detect " + format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(rec.detect_s() * 1e9)}) +
+                      " · respawn " + format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(rec.respawn_s() * 1e9)}) +
+                      " · rendezvous " +
+                      format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(rec.rendezvous_s() * 1e9)}) +
+                      " · restore " + format_duration(std::chrono::nanoseconds{rec.restore_ns}) + " (" + rec.source +
+                      ", step " + std::to_string(rec.restored_step) + ") · total " +
+                      format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(rec.total_s() * 1e9)}) +
+                      " · lost " + std::to_string(rec.steps_lost()) + " step(s)",
+                  rec.rank ? std::optional{rank_id{*rec.rank}} : std::nullopt,
+                  rec.node ? std::optional{node_id{*rec.node}} : std::nullopt,
+                  {{"total_s", std::to_string(rec.total_s())}, {"steps_lost", std::to_string(rec.steps_lost())}});
+          }
+        }
+      },
+      [this](const envelope&, const rank_exited& e) {
+        auto it = injected_.find(e.rank.value());
+        const std::int64_t injected = it != injected_.end() ? it->second : 0;
+        if (it != injected_.end())
+          injected_.erase(it);
+        event("rank_exited", e.detail, e.rank, e.node, {{"signal", std::to_string(e.signal)}, {"exit_code", std::to_string(e.exit_code)}});
+        if (e.epoch == policy_.epoch())
+          open_recovery("rank " + std::to_string(e.rank.value()) + " " + e.detail, e.rank, e.node, injected);
+        execute(policy_.on_rank_failed(e.rank, e.epoch, e.detail));
+      },
+      [this](const envelope&, const rank_trouble& t) {
+        if (t.epoch != policy_.epoch())
+          return;
+        if (t.unresponsive) {
+          event("rank_unresponsive", t.detail + ": killing it", t.rank, t.node);
+          to_agent(t.node, t.epoch, caf::make_message(kill_request{t.rank, SIGKILL, "unresponsive"}));
+        } else {
+          execute(policy_.on_collective_error(t.rank, t.epoch, t.detail));
+        }
+      },
+      [this](const envelope&, const snapshot_held& h) {
+        policy_.on_snapshot({h.epoch, h.rank, h.step, h.holder, static_cast<state_source::kind>(h.kind)});
+        if (h.kind == 0 && h.epoch == policy_.epoch()) {
+          auto& s = ranks_[h.rank];
+          s.last_snapshot = std::max(s.last_snapshot, h.step.value());
+          if (h.rank.value() == 0)
+            (void)store_->set_snapshot_step(h.rank, h.step);
+        }
+      },
+      [this](const envelope& from, const admin_request& r) {
+        auto reply = admin(from, r);
+        reply.id = r.id;
+        ctx_->transport->send(from.peer, "supervisor", from.actor, epoch_t{0}, caf::make_message(reply));
+      },
+  };
+}
+
+std::string supervisor_actor::status_json(bool full) const {
+  json j;
+  j["job"] = ctx_->spec.job.name;
+  j["state"] = finished_ ? final_state_ : std::string{to_string(policy_.state())};
+  j["reason"] = policy_.reason();
+  j["epoch"] = policy_.epoch().value();
+  j["world"] = policy_.world();
+  j["step"] = max_step_;
+  j["total_steps"] = ctx_->spec.job.steps;
+  j["restarts"] = policy_.restarts();
+  if (!losses_.empty() && max_step_ > 0)
+    j["loss"] = losses_[std::min<std::size_t>(losses_.size(), max_step_) - 1];
+  const double tokens_per_step = static_cast<double>(ctx_->spec.job.global_batch) * ctx_->spec.model.seq_len;
+  if (!step_seconds_.empty() && max_step_ > 0 && step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1] > 0)
+    j["tokens_per_s"] = tokens_per_step / step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1];
+  j["ranks"] = json::array();
+  for (const auto& [r, s] : ranks_) {
+    const bool placed = std::any_of(policy_.placement().begin(), policy_.placement().end(),
+                                    [&](const rank_slot& slot) { return slot.rank == r; });
+    if (!placed)
+      continue;
+    j["ranks"].push_back({{"rank", r.value()},
+                          {"node", ctx_->spec.nodes.at(s.node).name},
+                          {"state", s.state},
+                          {"step", s.step},
+                          {"step_time_s", seconds(s.step_ns)},
+                          {"snapshot_stall_s", seconds(s.snapshot_ns)},
+                          {"last_snapshot", s.last_snapshot},
+                          {"restarts", s.restarts}});
+  }
+  j["recoveries"] = json::array();
+  for (const auto& r : recoveries_) {
+    json rj{{"epoch", r.epoch},
+            {"cause", r.cause},
+            {"failed_at_step", r.failed_at_step},
+            {"restored_step", r.restored_step},
+            {"steps_lost", r.steps_lost()},
+            {"source", r.source},
+            {"done", r.done},
+            {"detect_s", r.detect_s()},
+            {"respawn_s", r.respawn_s()},
+            {"rendezvous_s", r.rendezvous_s()},
+            {"restore_s", r.restore_s()},
+            {"total_s", r.total_s()}};
+    if (r.rank)
+      rj["rank"] = *r.rank;
+    if (r.node)
+      rj["node"] = ctx_->spec.nodes.at(*r.node).name;
+    j["recoveries"].push_back(rj);
+  }
+  if (full) {
+    j["losses"] = losses_;
+    j["step_seconds"] = step_seconds_;
+  }
+  return j.dump(2);
+}
+
+void supervisor_actor::write_status(bool final) {
+  write_atomically(ctx_->data_dir / "status.json", status_json(false));
+  if (final)
+    write_atomically(ctx_->data_dir / "report.json", status_json(true));
+}
+
+admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r) {
+  const bool admin_role = from.role == static_cast<std::uint8_t>(transport::peer_role::admin);
+  const auto refuse = [&] {
+    return admin_reply{0, 3, "'" + r.command + "' changes the job; this token is read-only", ""};
+  };
+  if (r.command == "status")
+    return {0, 0, "", status_json(false)};
+  if (r.command == "report")
+    return {0, 0, "", status_json(true)};
+  if (r.command == "kill") {
+    if (!admin_role)
+      return refuse();
+    if (r.args.empty())
+      return {0, 2, "usage: kill RANK [SIGNAL]", ""};
+    std::uint32_t rank = 0;
+    int sig = SIGKILL;
+    try {
+      rank = static_cast<std::uint32_t>(std::stoul(r.args[0]));
+      if (r.args.size() > 1)
+        sig = std::stoi(r.args[1]);
+    } catch (const std::exception&) {
+      return {0, 2, "kill: rank and signal are numbers", ""};
+    }
+    const auto& placement = policy_.placement();
+    auto it = std::find_if(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.rank.value() == rank; });
+    if (it == placement.end())
+      return {0, 2, "rank " + std::to_string(rank) + " is not in the job (world " + std::to_string(policy_.world()) + ")", ""};
+    injected_[rank] = now_ns(*ctx_->time);
+    event("fault_injected", "kill rank " + std::to_string(rank) + " with signal " + std::to_string(sig), it->rank, it->node);
+    to_agent(it->node, policy_.epoch(), caf::make_message(kill_request{it->rank, sig, "operator"}));
+    return {0, 0, "rank " + std::to_string(rank) + " sent signal " + std::to_string(sig), ""};
+  }
+  if (r.command == "stop") {
+    if (!admin_role)
+      return refuse();
+    execute(policy_.stop(r.args.empty() ? "stopped by an operator" : r.args[0]));
+    return {0, 0, "job stopped", ""};
+  }
+  return {0, 2, "unknown command '" + r.command + "'", ""};
+}
+
+}  // namespace rekindle::actors

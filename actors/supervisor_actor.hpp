@@ -1,0 +1,110 @@
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "actors/node_context.hpp"
+#include "actors/supervisor_policy.hpp"
+#include "storage/state_store.hpp"
+
+namespace rekindle::actors {
+
+/// One failure and its recovery, as the supervisor measured it.
+struct recovery_record {
+  std::uint64_t epoch = 0;
+  std::string cause;
+  std::optional<std::uint32_t> rank;
+  std::optional<std::uint32_t> node;
+  /// Step the job had reached when the failure was seen.
+  std::uint64_t failed_at_step = 0;
+  std::uint64_t restored_step = 0;
+  std::string source;
+  /// When the fault was injected through rekindle (0: it came from outside).
+  std::int64_t injected_ns = 0;
+  std::int64_t detected_ns = 0;
+  std::int64_t ready_ns = 0;
+  std::int64_t started_ns = 0;
+  std::int64_t connect_ns = 0;
+  std::int64_t restore_ns = 0;
+  std::int64_t first_step_ns = 0;
+  bool done = false;
+
+  /// Injection (or detection) to detection, respawn and registration, rendezvous, restore, total.
+  [[nodiscard]] double detect_s() const;
+  [[nodiscard]] double respawn_s() const;
+  [[nodiscard]] double rendezvous_s() const;
+  [[nodiscard]] double restore_s() const;
+  [[nodiscard]] double total_s() const;
+  [[nodiscard]] std::uint64_t steps_lost() const { return failed_at_step - restored_step; }
+};
+
+/// The supervisor: runs the job on the policy's decisions, keeps its state in the state store,
+/// and answers operators.
+///
+/// It feeds the policy what it hears (agents connecting and beating, ranks registering,
+/// failing, progressing, snapshots being held) and carries out the actions in order:
+/// persist_epoch is a synced write before anything announces the epoch; abort goes to every
+/// agent; spawns become one assign_ranks per node; start_training goes with every rank's address
+/// and where its state comes from. Every transition is an event in the store. It measures each
+/// recovery (detection, respawn and registration, rendezvous, restore, first step) and writes a
+/// status file (<data_dir>/status.json) every tick and a report (<data_dir>/report.json) when the
+/// job ends.
+///
+/// Exposed to peers as "supervisor". Thread-safety: an actor.
+class supervisor_actor : public caf::event_based_actor {
+ public:
+  supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store);
+  caf::behavior make_behavior() override;
+  const char* name() const override { return "supervisor"; }
+  void on_exit() override;
+
+ private:
+  struct rank_status {
+    std::uint32_t node = 0;
+    std::uint64_t step = 0;
+    double loss = 0;
+    std::int64_t step_ns = 0;
+    std::int64_t snapshot_ns = 0;
+    std::uint64_t last_snapshot = 0;
+    std::uint32_t restarts = 0;
+    std::string state = "starting";
+  };
+
+  void execute(std::vector<policy_action> actions);
+  void event(const std::string& kind, const std::string& detail, std::optional<rank_id> rank = {},
+             std::optional<node_id> node = {}, std::vector<std::pair<std::string, std::string>> fields = {});
+  void to_agent(node_id n, epoch_t epoch, const caf::message& msg);
+  void to_all_agents(epoch_t epoch, const caf::message& msg);
+  void open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
+                     std::int64_t injected_ns = 0);
+  void write_status(bool final);
+  [[nodiscard]] std::string status_json(bool full) const;
+  admin_reply admin(const envelope& from, const admin_request& r);
+
+  node_context* ctx_;
+  std::unique_ptr<storage::state_store> store_;
+  supervisor_policy policy_;
+  std::map<node_id, transport::peer_id> agents_;
+  std::vector<std::string> node_addresses_;
+  std::map<rank_id, blob> addresses_;
+  std::map<rank_id, rank_status> ranks_;
+  /// Mean loss of every step since the job began (index = step - 1), as rank 0 reported it.
+  std::vector<double> losses_;
+  std::vector<double> step_seconds_;
+  std::vector<recovery_record> recoveries_;
+  std::optional<std::size_t> open_recovery_;
+  /// Injected faults waiting for their failure report: rank → injection time.
+  std::map<std::uint32_t, std::int64_t> injected_;
+  std::int64_t started_ns_ = 0;
+  std::uint64_t max_step_ = 0;
+  bool finished_ = false;
+  std::string final_state_;
+};
+
+}  // namespace rekindle::actors

@@ -1,0 +1,341 @@
+#include "actors/worker.hpp"
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+
+#include "storage/checksum.hpp"
+#include "training/state.hpp"
+#include "training/training_task.hpp"
+
+namespace rekindle::actors {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::int64_t ns_since(clock_type::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t).count();
+}
+
+kernels::device_request device_for(const config::spec& spec, node_id node, std::uint32_t local_index) {
+  const auto& n = spec.nodes.at(node.value());
+  config::device_spec d = n.devices.empty() || local_index >= n.devices.size() ? config::device_spec{} : n.devices[local_index];
+  kernels::device_request r;
+  switch (d.type) {
+    case config::device_spec::kind::auto_select:
+      r.type = kernels::device_request::kind::auto_select;
+      r.index = static_cast<int>(local_index);
+      break;
+    case config::device_spec::kind::cpu:
+      r.type = kernels::device_request::kind::cpu;
+      break;
+    case config::device_spec::kind::cuda:
+      r.type = kernels::device_request::kind::cuda;
+      r.index = d.index >= 0 ? d.index : static_cast<int>(local_index);
+      break;
+  }
+  return r;
+}
+
+std::optional<std::uint32_t> header_u32(std::span<const std::byte> state, std::string_view field) {
+  const auto off = training::state_field_offset(field);
+  if (state.size() < off + 4)
+    return std::nullopt;
+  std::uint32_t v = 0;
+  std::memcpy(&v, state.data() + off, 4);
+  return v;
+}
+
+}  // namespace
+
+/// The worker's actor: control messages in, heartbeats out.
+class worker_actor : public caf::event_based_actor {
+ public:
+  worker_actor(caf::actor_config& cfg, worker_runtime* rt) : caf::event_based_actor(cfg), rt_(rt) {}
+  const char* name() const override { return "worker"; }
+
+  caf::behavior make_behavior() override {
+    rt_->ctx_.transport->expose("worker", this);
+    rt_->ctx_.transport->watch_peers(this);
+    send(this, tick_atom::value);
+    return {
+        [this](tick_atom) {
+          rt_->to_agent(epoch_t{0}, caf::make_message(worker_heartbeat{rt_->ctx_.local_index}));
+          delayed_send(this, rt_->ctx_.spec.timeouts.heartbeat, tick_atom::value);
+        },
+        [this](const envelope&, const worker_assignment& a) { rt_->push(a); },
+        [this](const envelope&, const start_training& s) { rt_->push(s); },
+        [this](const envelope&, const abort_epoch& a) {
+          rt_->abort_current(a.epoch);
+          rt_->push(a);
+        },
+        [this](const envelope&, const job_finished& j) {
+          rt_->abort_current(epoch_t{~std::uint64_t{0}});
+          rt_->push(worker_runtime::finish{j.state});
+        },
+        [this](const envelope&, const bulk_payload& p, const state_reply& r) {
+          if (r.ok && p.bytes.size() == r.length && storage::xxh64(p.bytes.span()) == r.checksum)
+            rt_->deliver(r.id, p.bytes);
+          else
+            rt_->deliver(r.id, status{errc::data_loss, "state " + std::to_string(r.id) + " arrived damaged (" +
+                                                           std::to_string(p.bytes.size()) + " bytes)"});
+        },
+        [this](const envelope&, const state_reply& r) {
+          rt_->deliver(r.id, status{errc::not_found, r.error});
+        },
+        [this](const peer_event& e) {
+          if (!e.up && e.peer == rt_->ctx_.agent) {
+            // The node daemon is gone: this process has no one to report to.
+            spdlog::error("worker lost its agent ({}); exiting", e.reason);
+            rt_->abort_current(epoch_t{~std::uint64_t{0}});
+            rt_->exit_status_ = 4;
+            rt_->push(worker_runtime::finish{"agent lost"});
+          }
+        },
+    };
+  }
+
+ private:
+  worker_runtime* rt_;
+};
+
+worker_runtime::worker_runtime(caf::actor_system& sys, worker_context ctx, storage::snapshot_slot slot)
+    : system_(sys), ctx_(std::move(ctx)), slot_(std::move(slot)) {
+  actor_ = system_.spawn<worker_actor>(this);
+}
+
+worker_runtime::~worker_runtime() {
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
+
+void worker_runtime::to_agent(epoch_t epoch, const caf::message& msg) {
+  ctx_.transport->send(ctx_.agent, "worker", "agent", epoch, msg);
+}
+
+void worker_runtime::to_checkpoint(epoch_t epoch, const caf::message& msg) {
+  ctx_.transport->send(ctx_.agent, "worker", "checkpoint", epoch, msg);
+}
+
+void worker_runtime::push(command c) {
+  {
+    std::lock_guard lock{mutex_};
+    commands_.push_back(std::move(c));
+  }
+  cv_.notify_all();
+}
+
+void worker_runtime::abort_current(epoch_t newer) {
+  std::lock_guard lock{mutex_};
+  if (comm_ && assignment_ && assignment_->epoch < newer)
+    comm_->abort();
+}
+
+bool worker_runtime::interrupted() const {
+  auto* self = const_cast<worker_runtime*>(this);
+  std::lock_guard lock{self->mutex_};
+  return !commands_.empty();
+}
+
+void worker_runtime::deliver(std::uint64_t id, expected<transport::shared_bytes> bytes) {
+  std::lock_guard lock{mutex_};
+  if (auto it = pending_.find(id); it != pending_.end()) {
+    it->second.set_value(std::move(bytes));
+    pending_.erase(it);
+  }
+}
+
+expected<transport::shared_bytes> worker_runtime::fetch(const state_request& r, std::chrono::nanoseconds timeout) {
+  std::future<expected<transport::shared_bytes>> f;
+  state_request req = r;
+  {
+    std::lock_guard lock{mutex_};
+    req.id = next_request_++;
+    f = pending_[req.id].get_future();
+  }
+  to_checkpoint(epoch_t{0}, caf::make_message(req));
+  if (f.wait_for(timeout) != std::future_status::ready) {
+    std::lock_guard lock{mutex_};
+    pending_.erase(req.id);
+    return status{errc::timeout, "no answer for the state of rank " + std::to_string(r.rank.value()) + " step " +
+                                     std::to_string(r.step.value())};
+  }
+  return f.get();
+}
+
+status worker_runtime::restore(const start_training& start, training::training_task& task, std::string& source) {
+  const auto rank = static_cast<std::uint32_t>(task.rank());
+  const bool same_world = start.restore_world == static_cast<std::uint32_t>(task.world_size());
+  std::vector<transport::shared_bytes> held;
+  std::vector<std::span<const std::byte>> buffers;
+  source = "local memory";
+  for (const auto& s : start.sources) {
+    if (same_world && s.old_rank.value() != rank)
+      continue;  // this rank restores its own state only
+    // Its own slot first: a survivor, or a rank restarted in place.
+    if (s.kind == 0 && s.holder == ctx_.node) {
+      auto view = slot_.at_step(start.restore_step, true);
+      if (view && header_u32(view->data, "rank") == s.old_rank.value() &&
+          header_u32(view->data, "world_size") == start.restore_world) {
+        held.push_back(transport::shared_bytes::copy_of(view->data));
+        if (!slot_.still_valid(*view))
+          return status{errc::unavailable, "the snapshot of step " + std::to_string(start.restore_step.value()) +
+                                               " was overwritten while it was read"};
+        buffers.push_back(held.back().span());
+        continue;
+      }
+    }
+    const auto holder_address =
+        s.holder.value() < start.node_addresses.size() ? start.node_addresses[s.holder.value()] : std::string{};
+    auto bytes = fetch(state_request{0, s.old_rank, start.restore_step, s.kind, s.holder, holder_address},
+                       ctx_.spec.timeouts.rendezvous);
+    if (!bytes)
+      return bytes.error().with_context("restoring rank " + std::to_string(s.old_rank.value()) + " of step " +
+                                        std::to_string(start.restore_step.value()));
+    source = (s.kind == 1 ? "buddy memory on " : s.kind == 2 ? "disk on " : "memory on ") +
+             ctx_.spec.nodes.at(s.holder.value()).name;
+    held.push_back(std::move(*bytes));
+    buffers.push_back(held.back().span());
+  }
+  if (buffers.empty())
+    return status{errc::not_found, "no source holds the state of rank " + std::to_string(rank) + " at step " +
+                                       std::to_string(start.restore_step.value())};
+  return task.import_state(buffers);
+}
+
+void worker_runtime::train(const start_training& start) {
+  worker_assignment a;
+  transport::ring_communicator* comm = nullptr;
+  {
+    std::lock_guard lock{mutex_};
+    if (!assignment_ || assignment_->epoch != start.epoch || !comm_)
+      return;
+    a = *assignment_;
+    comm = comm_.get();
+  }
+  // The data plane's rendezvous.
+  std::vector<std::vector<std::byte>> addresses;
+  for (const auto& addr : start.addresses) {
+    std::vector<std::byte> v(addr.size());
+    std::memcpy(v.data(), addr.data(), addr.size());
+    addresses.push_back(std::move(v));
+  }
+  auto t0 = clock_type::now();
+  if (auto s = comm->connect(addresses); !s.ok()) {
+    if (!interrupted())
+      to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
+    return;
+  }
+  const auto connect_ns = ns_since(t0);
+  training::task_options options;
+  options.device = device_for(ctx_.spec, ctx_.node, ctx_.local_index);
+  auto task = training::make_training_task(ctx_.spec, static_cast<int>(a.rank.value()), static_cast<int>(a.world), *comm,
+                                           options);
+  if (!task) {
+    spdlog::error("worker cannot build its training task: {}", task.error().message());
+    to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, task.error().message()}));
+    exit_status_ = 5;
+    push(finish{"no task"});
+    return;
+  }
+  t0 = clock_type::now();
+  std::string source = "none";
+  if (start.restore_step.value() > 0) {
+    if (auto s = restore(start, **task, source); !s.ok()) {
+      spdlog::error("worker cannot restore: {}", s.message());
+      to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
+      return;
+    }
+  }
+  to_agent(a.epoch, caf::make_message(rank_restored{a.epoch, a.rank, start.restore_step, source, connect_ns, ns_since(t0)}));
+  const auto every = ctx_.spec.checkpoint.snapshot_every;
+  const auto tokens = static_cast<std::uint64_t>(ctx_.spec.job.global_batch) * ctx_.spec.model.seq_len;
+  while ((*task)->current_step().value() < (*task)->total_steps()) {
+    if (interrupted())
+      return;
+    const auto step_start = clock_type::now();
+    auto r = (*task)->step();
+    if (!r) {
+      if (!interrupted() && !comm->aborted())
+        to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, r.error().message()}));
+      return;
+    }
+    progress_report p{a.epoch,
+                      a.rank,
+                      r->step,
+                      r->loss,
+                      ns_since(step_start),
+                      r->timings.compute.count(),
+                      r->timings.communication.count(),
+                      0,
+                      tokens};
+    if (r->step.value() % every == 0) {
+      // The training stall: export straight into the slot's free half, publish.
+      const auto snap_start = clock_type::now();
+      auto half = slot_.begin_write();
+      if (half && half->size() >= (*task)->state_size() && (*task)->export_state(*half).ok() &&
+          slot_.publish(r->step, (*task)->state_size()).ok()) {
+        p.snapshot_ns = ns_since(snap_start);
+        to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, ctx_.local_index, r->step,
+                                                                (*task)->state_size(), 0}));
+      } else {
+        spdlog::error("snapshot of step {} failed: {}", r->step.value(),
+                      half ? "export or publish failed" : half.error().message());
+      }
+    }
+    to_agent(a.epoch, caf::make_message(p));
+  }
+  spdlog::info("rank {} finished all {} steps", a.rank.value(), (*task)->total_steps());
+}
+
+int worker_runtime::run() {
+  to_agent(epoch_t{0}, caf::make_message(worker_hello{static_cast<std::uint32_t>(getpid()), ctx_.local_index}));
+  for (;;) {
+    command c;
+    {
+      std::unique_lock lock{mutex_};
+      cv_.wait(lock, [&] { return !commands_.empty(); });
+      c = std::move(commands_.front());
+      commands_.pop_front();
+    }
+    if (auto* f = std::get_if<finish>(&c)) {
+      spdlog::info("worker ends: job {}", f->state);
+      std::lock_guard lock{mutex_};
+      comm_.reset();
+      return exit_status_;
+    }
+    if (auto* a = std::get_if<worker_assignment>(&c)) {
+      transport::ring_options ro;
+      ro.timeout = ctx_.spec.timeouts.collective;
+      ro.chunk_size = ctx_.spec.transport.chunk_size;
+      ro.net_devices = ctx_.spec.transport.net_devices;
+      ro.tls = ctx_.spec.transport.tls;
+      auto comm = transport::ring_communicator::create(static_cast<int>(a->rank.value()), static_cast<int>(a->world), ro);
+      if (!comm) {
+        spdlog::error("worker cannot open its communicator: {}", comm.error().message());
+        exit_status_ = 6;
+        return exit_status_;
+      }
+      blob address((*comm)->address().size());
+      std::memcpy(address.data(), (*comm)->address().data(), address.size());
+      {
+        std::lock_guard lock{mutex_};
+        comm_ = std::move(*comm);
+        assignment_ = *a;
+      }
+      ctx_.transport->set_epoch(a->epoch);
+      to_agent(a->epoch, caf::make_message(rank_ready{a->epoch, a->rank, ctx_.node, ctx_.local_index,
+                                                      static_cast<std::uint32_t>(getpid()), std::move(address)}));
+      continue;
+    }
+    if (auto* s = std::get_if<start_training>(&c)) {
+      train(*s);
+      continue;
+    }
+    // abort_epoch: the communicator is already aborted; wait for the next assignment.
+  }
+}
+
+}  // namespace rekindle::actors

@@ -1,0 +1,97 @@
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <variant>
+
+#include "actors/bridge.hpp"
+#include "actors/messages.hpp"
+#include "config/spec.hpp"
+#include "storage/snapshot_slot.hpp"
+#include "training/training_task.hpp"
+#include "transport/ring_communicator.hpp"
+
+namespace rekindle::actors {
+
+/// What a worker process knows when it starts.
+struct worker_context {
+  config::spec spec;
+  node_id node;
+  std::uint32_t local_index = 0;
+  /// The node daemon's folder (its snapshot slots are named after it).
+  std::filesystem::path node_dir;
+  bridge* transport = nullptr;
+  /// The agent's connection.
+  transport::peer_id agent;
+  const clock* time = nullptr;
+};
+
+/// One rank's training inside a worker process.
+///
+/// The worker actor (CAF) takes control messages from the agent and answers heartbeats at once;
+/// the training thread runs the rank's epochs:
+///   1. On an assignment (epoch e, rank r, world w) it opens a ring communicator and registers
+///      (rank_ready with its address).
+///   2. On start_training of e it connects the ring, builds the training task, restores the
+///      chosen step (from its own slot when it holds it, else through the node's checkpoint
+///      actor), reports rank_restored and trains: after every step a progress report, every
+///      `snapshot_every` steps an export straight into its snapshot slot (the training stall)
+///      and a snapshot_taken to the checkpoint actor.
+///   3. abort_epoch of a newer epoch aborts the communicator from the actor's thread, so a
+///      collective in flight returns at once; the process stays and waits for its next
+///      assignment. A collective that fails on its own is reported (rank_trouble).
+///   4. job_finished ends the process.
+///
+/// Thread-safety: the actor and the training thread share only the command queue and the
+/// current communicator, both under a mutex.
+class worker_runtime {
+ public:
+  worker_runtime(caf::actor_system& sys, worker_context ctx, storage::snapshot_slot slot);
+  ~worker_runtime();
+
+  /// Blocks until the job ends; returns the process exit status.
+  int run();
+
+ private:
+  struct finish {
+    std::string state;
+  };
+  using command = std::variant<worker_assignment, start_training, abort_epoch, finish>;
+
+  friend class worker_actor;
+  void push(command c);
+  void abort_current(epoch_t newer);
+  void train(const start_training& start);
+  [[nodiscard]] status restore(const start_training& start, training::training_task& task, std::string& source);
+  [[nodiscard]] expected<transport::shared_bytes> fetch(const state_request& r, std::chrono::nanoseconds timeout);
+  void deliver(std::uint64_t id, expected<transport::shared_bytes> bytes);
+  [[nodiscard]] bool interrupted() const;
+  void to_agent(epoch_t epoch, const caf::message& msg);
+  void to_checkpoint(epoch_t epoch, const caf::message& msg);
+
+  caf::actor_system& system_;
+  worker_context ctx_;
+  storage::snapshot_slot slot_;
+  caf::actor actor_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<command> commands_;
+  std::unique_ptr<transport::ring_communicator> comm_;
+  std::optional<worker_assignment> assignment_;
+  std::map<std::uint64_t, std::promise<expected<transport::shared_bytes>>> pending_;
+  std::uint64_t next_request_ = 1;
+  int exit_status_ = 0;
+};
+
+}  // namespace rekindle::actors
