@@ -58,6 +58,28 @@ void finish_layout(const cluster& c, layout& l) {
     l.class_of[r] = it->second;
   }
 
+  {
+    std::vector<std::string> patterns;
+    for (const auto& cls : l.classes) {
+      std::string text;
+      for (auto t : cls.types)
+        text += std::to_string(t) + ",";
+      for (std::uint32_t i = 0; i < cls.count; ++i)
+        patterns.push_back(text);
+    }
+    std::sort(patterns.begin(), patterns.end());
+    l.signature = "t";
+    for (auto t : l.tensor)
+      l.signature += std::to_string(t) + ",";
+    l.signature += "|";
+    for (std::size_t i = 0; i < patterns.size();) {
+      std::size_t j = i;
+      while (j < patterns.size() && patterns[j] == patterns[i])
+        ++j;
+      l.signature += std::to_string(j - i) + "x" + patterns[i] + ";";
+      i = j;
+    }
+  }
   l.ring_bandwidth.assign(p, infinity);
   l.ring_latency.assign(p, 0);
   l.stage_types.assign(p, {});
@@ -155,7 +177,10 @@ void device_pool::release(const placement& p) {
 }
 
 std::optional<layout> place(const cluster& c, std::span<const std::uint32_t> tensor,
-                            std::span<const std::vector<std::uint32_t>> patterns) {
+                            std::span<const std::vector<std::uint32_t>> unordered) {
+  // The placement depends only on the multiset of patterns, not on the order they come in.
+  std::vector<std::vector<std::uint32_t>> patterns(unordered.begin(), unordered.end());
+  std::sort(patterns.begin(), patterns.end());
   const auto p = static_cast<std::uint32_t>(tensor.size());
   layout l;
   l.tensor.assign(tensor.begin(), tensor.end());
@@ -360,6 +385,28 @@ memory_use cost_model::stage_memory(std::uint32_t type, std::uint32_t s, std::ui
   return u;
 }
 
+cost_model::stage_time cost_model::stage_cost(const layout& l, std::uint32_t k, std::uint32_t s, std::uint32_t first,
+                                              std::uint32_t count, std::uint32_t b, bool recompute) const {
+  const auto& m = problem_->workload;
+  const auto& cls = l.classes[k];
+  const auto p = l.pipeline();
+  const auto type = cls.types[s];
+  const auto t = l.tensor[s];
+  const auto& dt = problem_->hardware.types[type];
+  const double message = static_cast<double>(b) * m.seq_len * m.hidden * m.value_bytes;
+  stage_time out;
+  out.compute = static_cast<double>(b) / t * compute_per_sequence(type, first, count, recompute);
+  if (s + 1 == p)
+    out.compute += static_cast<double>(b) / t * 3 * types_[type].head_forward;
+  if (t > 1)
+    out.tensor_parallel = count * (recompute ? 6.0 : 4.0) * ring_allreduce_time(message, t, dt.link_bandwidth, dt.link_latency);
+  if (s + 1 < p)
+    out.sends += cls.link_latency[s] + message / (std::min(t, l.tensor[s + 1]) * cls.link_bandwidth[s]);
+  if (s > 0)
+    out.sends += cls.link_latency[s - 1] + message / (std::min(l.tensor[s - 1], t) * cls.link_bandwidth[s - 1]);
+  return out;
+}
+
 evaluation cost_model::evaluate(const layout& l, std::span<const std::uint32_t> split, std::uint32_t b,
                                 bool recompute, std::span<const std::uint32_t> counts) const {
   evaluation e;
@@ -377,21 +424,12 @@ evaluation cost_model::evaluate(const layout& l, std::span<const std::uint32_t> 
   first.assign(p, 0);
   for (std::uint32_t s = 1; s < p; ++s)
     first[s] = first[s - 1] + split[s - 1];
-  const double message = static_cast<double>(b) * m.seq_len * m.hidden * m.value_bytes;
-  const double allreduces = recompute ? 6 : 4;
   const auto stage_terms = [&](const replica_class& cls, std::uint32_t s, double& compute, double& tp, double& p2p) {
-    const auto type = cls.types[s];
-    const auto t = l.tensor[s];
-    const auto& dt = hw.types[type];
-    compute = static_cast<double>(b) / t * compute_per_sequence(type, first[s], split[s], recompute);
-    if (s + 1 == p)
-      compute += static_cast<double>(b) / t * 3 * types_[type].head_forward;
-    tp = t > 1 ? split[s] * allreduces * ring_allreduce_time(message, t, dt.link_bandwidth, dt.link_latency) : 0;
-    p2p = 0;
-    if (s + 1 < p)
-      p2p += cls.link_latency[s] + message / (std::min(t, l.tensor[s + 1]) * cls.link_bandwidth[s]);
-    if (s > 0)
-      p2p += cls.link_latency[s - 1] + message / (std::min(l.tensor[s - 1], t) * cls.link_bandwidth[s - 1]);
+    const auto k = static_cast<std::uint32_t>(&cls - l.classes.data());
+    const auto st = stage_cost(l, k, s, first[s], split[s], b, recompute);
+    compute = st.compute;
+    tp = st.tensor_parallel;
+    p2p = st.sends;
   };
   std::vector<double> fixed, per;
   std::vector<std::uint32_t> class_counts, bottleneck;

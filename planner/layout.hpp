@@ -48,6 +48,9 @@ struct layout {
   std::vector<std::vector<std::uint32_t>> stage_types;
   /// Devices the layout uses.
   std::uint32_t used_devices = 0;
+  /// Tensor degrees and the multiset of replicas' device types: layouts with the same signature
+  /// are the same plan shape.
+  std::string signature;
 
   [[nodiscard]] std::uint32_t pipeline() const noexcept { return static_cast<std::uint32_t>(tensor.size()); }
   [[nodiscard]] std::uint32_t data() const noexcept { return static_cast<std::uint32_t>(replicas.size()); }
@@ -85,8 +88,9 @@ class device_pool {
 };
 
 /// Places replicas with the given device type per stage (patterns[r][s]) and tensor degrees,
-/// keeping a replica's consecutive stages in one node where there is room. Returns nothing when
-/// the groups do not fit in the nodes.
+/// keeping a replica's consecutive stages in one node where there is room. Replicas are placed in
+/// sorted pattern order, so the result depends only on the multiset of patterns. Returns nothing
+/// when the groups do not fit in the nodes.
 std::optional<layout> place(const cluster& c, std::span<const std::uint32_t> tensor,
                             std::span<const std::vector<std::uint32_t>> patterns);
 
@@ -123,6 +127,17 @@ class cost_model {
   explicit cost_model(const problem& p);
 
   [[nodiscard]] const problem& target() const noexcept { return *problem_; }
+
+  /// The time one micro-batch spends in a stage of a replica, by term.
+  struct stage_time {
+    double compute = 0;
+    double tensor_parallel = 0;
+    double sends = 0;
+    [[nodiscard]] double total() const noexcept { return compute + tensor_parallel + sends; }
+  };
+  /// Stage `s` of class `k` of `l`, holding layers [first, first+count).
+  [[nodiscard]] stage_time stage_cost(const layout& l, std::uint32_t k, std::uint32_t s, std::uint32_t first,
+                                      std::uint32_t count, std::uint32_t b, bool recompute) const;
 
   /// Evaluates `l` with `split[s]` layers in stage s. When `counts` is given (one entry per
   /// replica) it fixes the micro-batches per replica, else they are balanced.
