@@ -54,7 +54,7 @@ finder::finder(const problem& p, std::uint32_t top, std::stop_token stop)
 }
 
 bool finder::stopped() {
-  if (stop_.stop_requested())
+  if (stop_.stop_requested() || (deadline_ && std::chrono::steady_clock::now() >= *deadline_))
     stats_.stopped = true;
   return stats_.stopped;
 }

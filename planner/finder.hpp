@@ -1,7 +1,9 @@
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -70,6 +72,10 @@ class finder {
   /// its devices at their full rate.
   [[nodiscard]] double lower_bound(const layout& l, bool recompute) const;
 
+  /// Stop at `deadline` as if the stop token had been triggered.
+  void set_deadline(std::chrono::steady_clock::time_point deadline) { deadline_ = deadline; }
+  void clear_deadline() { deadline_.reset(); stats_.stopped = false; }
+  /// True once the stop token fired or the deadline passed (and stays true).
   [[nodiscard]] bool stopped();
   [[nodiscard]] search_stats& stats() noexcept { return stats_; }
   /// The ranked candidates, best first.
@@ -90,9 +96,17 @@ class finder {
   std::vector<candidate> top_;
   search_stats stats_;
   std::optional<candidate> closest_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
 
 /// Layer counts of `p` stages as even as possible (the first stages get the remainder).
 std::vector<std::uint32_t> even_split(std::uint32_t layers, std::uint32_t p);
+
+/// The fast search (search.hpp): candidate layouts, quick splits, polish, local search.
+void run_fast(finder& f);
+
+/// The local search over layouts from `start` (search.hpp, "Fast", step 4). `visited` holds the
+/// layouts already tried, shared between starts.
+void improve_layout(finder& f, candidate start, std::set<std::string>& visited);
 
 }  // namespace rekindle::planner::detail

@@ -464,7 +464,9 @@ std::string spec_key(const std::vector<std::uint32_t>& tensor, pattern_set patte
 
 // Searches layouts from `start`: moves to the best unvisited neighbour each step (a worse one too,
 // a few times in a row, to leave shallow local optima) and keeps the best layout seen.
-void improve_layout(finder& f, candidate start, std::set<std::string>& visited) {
+}  // namespace
+
+void detail::improve_layout(finder& f, candidate start, std::set<std::string>& visited) {
   const auto& hw = f.target().hardware;
   const auto& m = f.target().workload;
   const auto info = describe(hw);
@@ -532,7 +534,7 @@ void improve_layout(finder& f, candidate start, std::set<std::string>& visited) 
     }
 }
 
-void run_fast(finder& f) {
+void detail::run_fast(finder& f) {
   const auto& prob = f.target();
   const auto& hw = prob.hardware;
   const auto& m = prob.workload;
@@ -710,8 +712,6 @@ void run_fast(finder& f) {
       improve_layout(f, std::move(*start), visited);
   }
 }
-
-}  // namespace
 
 std::uint64_t exhaustive_size(const problem& p, std::uint64_t limit) {
   if (!validate(p).ok())
