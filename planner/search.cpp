@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -87,9 +88,17 @@ type_info describe(const cluster& c) {
   return out;
 }
 
+// Evaluations beyond which an explicitly requested exhaustive search refuses to start.
+constexpr std::uint64_t exhaustive_refusal = 50'000'000;
+
+// Patterns (a device type per stage) the exhaustive walk lists for one tensor vector at most.
+constexpr double max_patterns = 1 << 20;
+
 // Walks the exhaustive space: pipeline degree, tensor degree per stage, multisets of replica
 // patterns that fit the device counts. `visit` gets (tensor, patterns); returns false to stop.
-void for_each_exhaustive_layout(const problem& prob, const std::vector<std::uint32_t>& degrees,
+// Returns false when the walk stopped early (by `visit`, or because one pipeline degree has more
+// than max_patterns patterns).
+bool for_each_exhaustive_layout(const problem& prob, const std::vector<std::uint32_t>& degrees,
                                 const std::function<bool(const std::vector<std::uint32_t>&, const pattern_set&)>& visit) {
   const auto& m = prob.workload;
   const auto info = describe(prob.hardware);
@@ -97,6 +106,8 @@ void for_each_exhaustive_layout(const problem& prob, const std::vector<std::uint
   const std::uint32_t total_devices = prob.hardware.device_count();
   bool go = true;
   for (std::uint32_t p = 1; p <= std::min(m.layers, total_devices) && go; ++p) {
+    if (std::pow(static_cast<double>(info.present.size()), p) > max_patterns)
+      return false;
     std::vector<std::size_t> tix(p, 0);
     for (bool more_t = true; more_t && go;) {
       std::vector<std::uint32_t> tensor(p);
@@ -163,12 +174,13 @@ void for_each_exhaustive_layout(const problem& prob, const std::vector<std::uint
       more_t = s < p;
     }
   }
+  return go;
 }
 
 void run_exhaustive(finder& f) {
   const auto& prob = f.target();
   const auto& m = prob.workload;
-  for_each_exhaustive_layout(prob, f.tensor_degrees(), [&](const std::vector<std::uint32_t>& tensor, const pattern_set& patterns) {
+  (void)for_each_exhaustive_layout(prob, f.tensor_degrees(), [&](const std::vector<std::uint32_t>& tensor, const pattern_set& patterns) {
     if (f.stopped())
       return false;
     auto placed = detail::place(prob.hardware, tensor, patterns);
@@ -719,14 +731,15 @@ std::uint64_t exhaustive_size(const problem& p, std::uint64_t limit) {
   const auto& m = p.workload;
   finder f{p, 1, {}};
   std::uint64_t count = 0;
-  for_each_exhaustive_layout(p, f.tensor_degrees(), [&](const std::vector<std::uint32_t>& tensor, const pattern_set& patterns) {
-    std::uint64_t sizes = 0;
-    for (auto b : m.micro_batch_sizes)
-      sizes += m.global_batch / b >= patterns.size() ? 1 : 0;
-    count += sizes * f.recompute_choices().size() * binomial(m.layers - 1, tensor.size() - 1);
-    return count <= limit;
-  });
-  return std::min(count, limit + 1);
+  const bool complete = for_each_exhaustive_layout(
+      p, f.tensor_degrees(), [&](const std::vector<std::uint32_t>& tensor, const pattern_set& patterns) {
+        std::uint64_t sizes = 0;
+        for (auto b : m.micro_batch_sizes)
+          sizes += m.global_batch / b >= patterns.size() ? 1 : 0;
+        count += sizes * f.recompute_choices().size() * binomial(m.layers - 1, tensor.size() - 1);
+        return count <= limit;
+      });
+  return complete ? std::min(count, limit + 1) : limit + 1;
 }
 
 expected<search_result> search(const problem& p, const search_options& options) {
@@ -738,6 +751,10 @@ expected<search_result> search(const problem& p, const search_options& options) 
     mode = exhaustive_size(p, options.exhaustive_limit) <= options.exhaustive_limit ? search_mode::exhaustive
                                                                                      : search_mode::fast;
   f.stats().mode = mode;
+  if (options.mode == search_mode::exhaustive && exhaustive_size(p, exhaustive_refusal) > exhaustive_refusal)
+    return status{errc::invalid_argument, "an exhaustive search of this cluster and model would need more than " +
+                                              std::to_string(exhaustive_refusal) +
+                                              " evaluations; use the fast search (search_mode::fast, --search fast)"};
   if (mode == search_mode::exhaustive)
     run_exhaustive(f);
   else

@@ -61,7 +61,8 @@ struct search_result {
 
 /// Finds the fastest plans that fit.
 ///
-/// Errors: invalid_argument for an inconsistent problem; resource_exhausted when no plan fits,
+/// Errors: invalid_argument for an inconsistent problem, or an exhaustive search asked for on a
+/// space of more than 50 million evaluations; resource_exhausted when no plan fits,
 /// with the reason (the memory the model needs against what the cluster has, or the closest plan
 /// and what it lacks); aborted when stopped before any plan was found.
 [[nodiscard]] expected<search_result> search(const problem& p, const search_options& options = {});

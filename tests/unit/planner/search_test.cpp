@@ -203,6 +203,20 @@ TEST(planner_search, automatic_mode_chooses_by_the_size_of_the_space) {
   ASSERT_TRUE(big.has_value());
   EXPECT_EQ(big->stats.mode, search_mode::fast);
   check_plans(large, *big);
+  // Asked for explicitly, an exhaustive search of a huge space refuses instead of running for days.
+  auto refused = search(large, with_mode(search_mode::exhaustive));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), errc::invalid_argument);
+  EXPECT_NE(refused.error().message().find("use the fast search"), std::string::npos) << refused.error();
+  // Many device types and layers: counting stops early instead of listing every type sequence.
+  std::vector<device_type> six;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> nodes;
+  for (std::uint32_t t = 0; t < 6; ++t) {
+    six.push_back(make_type("t" + std::to_string(t), 100 + 50.0 * t, 80));
+    nodes.emplace_back(t, 2);
+  }
+  const auto wide = make_problem(six, nodes, make_model(48, 1024, 64));
+  EXPECT_GT(exhaustive_size(wide, 1'000'000'000), 1'000'000'000u);
 }
 
 TEST(planner_search, a_stopped_search_returns_what_it_has) {
