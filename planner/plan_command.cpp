@@ -93,8 +93,12 @@ int plan_command(const plan_command_options& o, std::ostream& out, std::ostream&
   auto found = search(p, so);
   if (!found.has_value()) {
     err << "rekindle plan: " << describe_problem(p) << "\n";
+    if (found.error().code() != errc::resource_exhausted) {
+      err << "rekindle plan: " << found.error().message() << "\n";
+      return plan_bad_input;
+    }
     err << "rekindle plan: no plan fits: " << found.error().message() << "\n";
-    return found.error().code() == errc::resource_exhausted ? plan_infeasible : plan_bad_input;
+    return plan_infeasible;
   }
   std::optional<replan_report> re;
   std::string replan_error;

@@ -129,6 +129,11 @@ TEST(rekindle_plan, bad_command_lines_exit_2) {
   EXPECT_NE(unreadable.err.find("/nonexistent/c.toml: cannot read file: No such file or directory"), std::string::npos);
   auto nothing = run_process({rekindle_bin()});
   EXPECT_EQ(nothing.exit_code, 2);
+  auto huge = run_process(plan_args({"--search", "exhaustive"}));
+  EXPECT_EQ(huge.exit_code, 2);
+  EXPECT_NE(huge.err.find("would need more than 50000000 evaluations; use the fast search"), std::string::npos)
+      << huge.err;
+  EXPECT_EQ(huge.err.find("no plan fits"), std::string::npos) << huge.err;
 }
 
 TEST(rekindle_plan, no_feasible_plan_exits_3_with_the_reason) {
