@@ -1,0 +1,14 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+/// The subcommands of `rekindle`. Each adds itself to the app and, when it runs, stores its exit
+/// code in `exit_code`. A new subcommand (status, events, replay, ...) is one more function here
+/// and one more file beside plan.cpp.
+
+namespace rekindle::apps {
+
+/// `rekindle plan --cluster FILE --model FILE [--json] [--explain] [--top N] [--search MODE] [--lose NODE[:DEVICE]]`.
+void add_plan_command(CLI::App& app, int& exit_code);
+
+}  // namespace rekindle::apps
