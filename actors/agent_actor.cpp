@@ -112,6 +112,13 @@ caf::behavior agent_actor::make_behavior() {
       },
       // ---- from workers ----
       [this](const envelope& from, const worker_hello& h) {
+        if (h.standby) {
+          if (standby_ && standby_->pid == static_cast<std::int32_t>(h.pid)) {
+            standby_->peer = from.peer;
+            standby_->last_heartbeat = ctx_->time->now();
+          }
+          return;
+        }
         auto it = workers_.find(h.local_index);
         if (it == workers_.end() || it->second.pid != static_cast<std::int32_t>(h.pid)) {
           spdlog::warn("agent: hello from unknown worker pid={} local={}", h.pid, h.local_index);
@@ -167,10 +174,17 @@ caf::behavior agent_actor::make_behavior() {
           to_worker(w, epoch_t{0}, caf::make_message(j));
           w.retiring = true;
         }
+        if (standby_)
+          ::kill(standby_->pid, SIGTERM);
         caf::anon_send(checkpoint_, j);
       },
       // ---- from the reaper thread ----
       [this](const child_exited& c) {
+        if (standby_ && standby_->pid == c.pid) {
+          spdlog::info("standby worker pid={} exited", c.pid);
+          standby_.reset();
+          return;
+        }
         for (auto it = workers_.begin(); it != workers_.end(); ++it) {
           auto& w = it->second;
           if (w.pid != c.pid)
@@ -249,21 +263,63 @@ void agent_actor::stop_worker(worker& w, int signal, const std::string& why) {
 }
 
 void agent_actor::spawn_worker(std::uint32_t local_index) {
-  const auto log = ctx_->node_dir / ("worker-" + std::to_string(local_index) + ".log");
+  if (standby_ && standby_->peer) {
+    // Promote the warm standby: it only has to open the slot and the communicator.
+    worker w = *standby_;
+    standby_.reset();
+    w.local_index = local_index;
+    w.last_heartbeat = ctx_->time->now();
+    auto& placed = workers_[local_index] = w;
+    spdlog::info("agent activates standby pid={} as local rank {} epoch={}", placed.pid, local_index, epoch_.value());
+    to_worker(placed, epoch_t{0}, caf::make_message(worker_activate{local_index}));
+    assign_worker(placed);
+    ensure_standby();
+    return;
+  }
+  const auto pid = fork_worker(local_index);
+  if (pid < 0)
+    return;
+  worker w;
+  w.local_index = local_index;
+  w.pid = pid;
+  w.last_heartbeat = ctx_->time->now();
+  workers_[local_index] = w;
+  spdlog::info("agent started worker local={} pid={} epoch={}", local_index, pid, epoch_.value());
+}
+
+void agent_actor::ensure_standby() {
+  if (standby_ || finished_ || epoch_.value() == 0)
+    return;
+  const auto pid = fork_worker(std::nullopt);
+  if (pid < 0)
+    return;
+  worker w;
+  w.local_index = ~0u;
+  w.pid = pid;
+  standby_ = w;
+}
+
+std::int32_t agent_actor::fork_worker(std::optional<std::uint32_t> local_index) {
+  const auto log = ctx_->node_dir / (local_index ? "worker-" + std::to_string(*local_index) + ".log"
+                                                 : std::string{"worker-standby.log"});
   std::vector<std::string> args{ctx_->worker_binary.string(),
                                 "--node",
                                 ctx_->node_name(),
-                                "--local-index",
-                                std::to_string(local_index),
                                 "--agent",
                                 "127.0.0.1:" + std::to_string(ctx_->transport->port()),
                                 "--data-dir",
                                 ctx_->data_dir.string(),
                                 "--config",
                                 ctx_->config_path.empty() ? std::string{"-"} : ctx_->config_path.string()};
+  if (local_index) {
+    args.push_back("--local-index");
+    args.push_back(std::to_string(*local_index));
+  } else {
+    args.push_back("--standby");
+  }
   std::vector<char*> argv;
-  for (auto& s : args)
-    argv.push_back(s.data());
+  for (auto& a : args)
+    argv.push_back(a.data());
   argv.push_back(nullptr);
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   const pid_t parent = getpid();
@@ -285,14 +341,9 @@ void agent_actor::spawn_worker(std::uint32_t local_index) {
     ::close(fd);
   if (pid < 0) {
     spdlog::error("agent cannot fork a worker: {}", std::strerror(errno));
-    return;
+    return -1;
   }
-  worker w;
-  w.local_index = local_index;
-  w.pid = pid;
-  w.last_heartbeat = ctx_->time->now();
-  workers_[local_index] = w;
-  spdlog::info("agent started worker local={} pid={} epoch={}", local_index, pid, epoch_.value());
+  return pid;
 }
 
 void agent_actor::flush_progress() {
@@ -304,6 +355,7 @@ void agent_actor::flush_progress() {
 
 void agent_actor::tick() {
   flush_progress();
+  ensure_standby();
   if (ctx_->supervisor->peer())
     to_supervisor(epoch_t{0}, caf::make_message(node_heartbeat{ctx_->node, ++heartbeat_seq_}));
   const auto now = ctx_->time->now();

@@ -16,7 +16,9 @@ namespace rekindle::actors {
 /// them, and relays between them and the supervisor.
 ///
 /// Workers are separate processes (`rekindle-worker`), started with the agent's port and their
-/// local index, in their own process group, dying with the daemon (PR_SET_PDEATHSIG). A worker
+/// local index, in their own process group, dying with the daemon (PR_SET_PDEATHSIG). While the
+/// job runs the agent keeps one warm standby worker: a failed rank is replaced by activating it,
+/// not by starting a process, and a new standby starts in the background. A worker
 /// that exits is reported at once (the daemon's reaper thread sends child_exited); one that stops
 /// sending heartbeats for `timeouts.node` is reported unresponsive. Live workers keep their
 /// process across epochs: assign_ranks only tells them their new rank.
@@ -49,6 +51,10 @@ class agent_actor : public caf::event_based_actor {
   void flush_progress();
   void apply(const assign_ranks& a);
   void spawn_worker(std::uint32_t local_index);
+  /// Starts a worker process for `local_index`, or a standby without one; returns its pid or -1.
+  std::int32_t fork_worker(std::optional<std::uint32_t> local_index);
+  /// Keeps one warm standby worker while the job runs.
+  void ensure_standby();
   void assign_worker(worker& w);
   void stop_worker(worker& w, int signal, const std::string& why);
   void to_supervisor(epoch_t epoch, const caf::message& msg);
@@ -66,6 +72,8 @@ class agent_actor : public caf::event_based_actor {
   /// The current assignment: local index → rank, for workers to pick up.
   std::map<std::uint32_t, rank_assignment> assignment_;
   std::map<std::uint32_t, worker> workers_;
+  /// A started worker without a local rank, ready to replace a failed one.
+  std::optional<worker> standby_;
   std::vector<progress_report> progress_;
   /// start_training of the current epoch, for workers that say hello after it was sent.
   std::optional<start_training> started_;

@@ -175,6 +175,13 @@ struct job_finished {
 struct worker_hello {
   std::uint32_t pid = 0;
   std::uint32_t local_index = 0;
+  /// A warm standby: started ahead of need, it takes a local index when activated.
+  bool standby = false;
+};
+
+/// The agent puts a standby worker in the place of local rank `local_index`.
+struct worker_activate {
+  std::uint32_t local_index = 0;
 };
 
 /// A worker is alive (sent from its actor, not its training thread).
@@ -262,7 +269,8 @@ RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.connect_ns, x.res
 RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)
 RK_INSPECT(kill_request, x.rank, x.signal, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
-RK_INSPECT(worker_hello, x.pid, x.local_index)
+RK_INSPECT(worker_hello, x.pid, x.local_index, x.standby)
+RK_INSPECT(worker_activate, x.local_index)
 RK_INSPECT(worker_heartbeat, x.local_index)
 RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world)
 RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum)

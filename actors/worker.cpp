@@ -63,9 +63,10 @@ class worker_actor : public caf::event_based_actor {
     send(this, tick_atom::value);
     return {
         [this](tick_atom) {
-          rt_->to_agent(epoch_t{0}, caf::make_message(worker_heartbeat{rt_->ctx_.local_index}));
+          rt_->to_agent(epoch_t{0}, caf::make_message(worker_heartbeat{rt_->ctx_.local_index.value_or(~0u)}));
           delayed_send(this, rt_->ctx_.spec.timeouts.heartbeat, tick_atom::value);
         },
+        [this](const envelope&, const worker_activate& a) { rt_->push(a); },
         [this](const envelope&, const worker_assignment& a) { rt_->push(a); },
         [this](const envelope&, const start_training& s) { rt_->push(s); },
         [this](const envelope&, const abort_epoch& a) {
@@ -102,7 +103,7 @@ class worker_actor : public caf::event_based_actor {
   worker_runtime* rt_;
 };
 
-worker_runtime::worker_runtime(caf::actor_system& sys, worker_context ctx, storage::snapshot_slot slot)
+worker_runtime::worker_runtime(caf::actor_system& sys, worker_context ctx, std::optional<storage::snapshot_slot> slot)
     : system_(sys), ctx_(std::move(ctx)), slot_(std::move(slot)) {
   actor_ = system_.spawn<worker_actor>(this);
 }
@@ -176,11 +177,11 @@ status worker_runtime::restore(const start_training& start, training::training_t
       continue;  // this rank restores its own state only
     // Its own slot first: a survivor, or a rank restarted in place.
     if (s.kind == 0 && s.holder == ctx_.node) {
-      auto view = slot_.at_step(start.restore_step, true);
+      auto view = slot_->at_step(start.restore_step, true);
       if (view && header_u32(view->data, "rank") == s.old_rank.value() &&
           header_u32(view->data, "world_size") == start.restore_world) {
         held.push_back(transport::shared_bytes::copy_of(view->data));
-        if (!slot_.still_valid(*view))
+        if (!slot_->still_valid(*view))
           return status{errc::unavailable, "the snapshot of step " + std::to_string(start.restore_step.value()) +
                                                " was overwritten while it was read"};
         buffers.push_back(held.back().span());
@@ -229,8 +230,9 @@ void worker_runtime::train(const start_training& start) {
     return;
   }
   const auto connect_ns = ns_since(t0);
+  spdlog::debug("ring connected in {} ms", connect_ns / 1000000);
   training::task_options options;
-  options.device = device_for(ctx_.spec, ctx_.node, ctx_.local_index);
+  options.device = device_for(ctx_.spec, ctx_.node, *ctx_.local_index);
   auto task = training::make_training_task(ctx_.spec, static_cast<int>(a.rank.value()), static_cast<int>(a.world), *comm,
                                            options);
   if (!task) {
@@ -240,6 +242,7 @@ void worker_runtime::train(const start_training& start) {
     push(finish{"no task"});
     return;
   }
+  spdlog::debug("training task ready");
   t0 = clock_type::now();
   std::string source = "none";
   if (start.restore_step.value() > 0) {
@@ -274,11 +277,11 @@ void worker_runtime::train(const start_training& start) {
     if (r->step.value() % every == 0) {
       // The training stall: export straight into the slot's free half, publish.
       const auto snap_start = clock_type::now();
-      auto half = slot_.begin_write();
+      auto half = slot_->begin_write();
       if (half && half->size() >= (*task)->state_size() && (*task)->export_state(*half).ok() &&
-          slot_.publish(r->step, (*task)->state_size()).ok()) {
+          slot_->publish(r->step, (*task)->state_size()).ok()) {
         p.snapshot_ns = ns_since(snap_start);
-        to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, ctx_.local_index, r->step,
+        to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
                                                                 (*task)->state_size(), 0}));
       } else {
         spdlog::error("snapshot of step {} failed: {}", r->step.value(),
@@ -291,7 +294,8 @@ void worker_runtime::train(const start_training& start) {
 }
 
 int worker_runtime::run() {
-  to_agent(epoch_t{0}, caf::make_message(worker_hello{static_cast<std::uint32_t>(getpid()), ctx_.local_index}));
+  to_agent(epoch_t{0}, caf::make_message(worker_hello{static_cast<std::uint32_t>(getpid()), ctx_.local_index.value_or(~0u),
+                                                      !ctx_.local_index.has_value()}));
   for (;;) {
     command c;
     {
@@ -306,7 +310,25 @@ int worker_runtime::run() {
       comm_.reset();
       return exit_status_;
     }
+    if (auto* act = std::get_if<worker_activate>(&c)) {
+      auto slot = storage::snapshot_slot::open(
+          storage::snapshot_slot::name_for(ctx_.node_dir, ctx_.spec.job.name, act->local_index));
+      if (!slot) {
+        spdlog::error("standby cannot open the slot of local rank {}: {}", act->local_index, slot.error().message());
+        exit_status_ = 3;
+        return exit_status_;
+      }
+      slot_ = std::move(*slot);
+      ctx_.local_index = act->local_index;
+      spdlog::info("standby activated as local rank {}", act->local_index);
+      continue;
+    }
     if (auto* a = std::get_if<worker_assignment>(&c)) {
+      if (!slot_) {
+        spdlog::error("an assignment reached a standby that was never activated");
+        continue;
+      }
+      spdlog::debug("assignment epoch={} rank={} world={}", a->epoch.value(), a->rank.value(), a->world);
       transport::ring_options ro;
       ro.timeout = ctx_.spec.timeouts.collective;
       ro.chunk_size = ctx_.spec.transport.chunk_size;
@@ -326,7 +348,8 @@ int worker_runtime::run() {
         assignment_ = *a;
       }
       ctx_.transport->set_epoch(a->epoch);
-      to_agent(a->epoch, caf::make_message(rank_ready{a->epoch, a->rank, ctx_.node, ctx_.local_index,
+      spdlog::debug("registered epoch={} rank={}", a->epoch.value(), a->rank.value());
+      to_agent(a->epoch, caf::make_message(rank_ready{a->epoch, a->rank, ctx_.node, *ctx_.local_index,
                                                       static_cast<std::uint32_t>(getpid()), std::move(address)}));
       continue;
     }

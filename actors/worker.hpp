@@ -27,7 +27,8 @@ namespace rekindle::actors {
 struct worker_context {
   config::spec spec;
   node_id node;
-  std::uint32_t local_index = 0;
+  /// Its local rank index; unset for a standby until it is activated.
+  std::optional<std::uint32_t> local_index;
   /// The node daemon's folder (its snapshot slots are named after it).
   std::filesystem::path node_dir;
   bridge* transport = nullptr;
@@ -37,6 +38,10 @@ struct worker_context {
 };
 
 /// One rank's training inside a worker process.
+///
+/// A worker started as a warm standby has loaded everything and connected to its agent; it
+/// takes a local rank (its slot, its device) when the agent activates it, so replacing a failed
+/// rank costs no process start.
 ///
 /// The worker actor (CAF) takes control messages from the agent and answers heartbeats at once;
 /// the training thread runs the rank's epochs:
@@ -56,7 +61,8 @@ struct worker_context {
 /// current communicator, both under a mutex.
 class worker_runtime {
  public:
-  worker_runtime(caf::actor_system& sys, worker_context ctx, storage::snapshot_slot slot);
+  /// `slot` is the local rank's snapshot slot, or empty for a standby (opened on activation).
+  worker_runtime(caf::actor_system& sys, worker_context ctx, std::optional<storage::snapshot_slot> slot);
   ~worker_runtime();
 
   /// Blocks until the job ends; returns the process exit status.
@@ -66,7 +72,7 @@ class worker_runtime {
   struct finish {
     std::string state;
   };
-  using command = std::variant<worker_assignment, start_training, abort_epoch, finish>;
+  using command = std::variant<worker_activate, worker_assignment, start_training, abort_epoch, finish>;
 
   friend class worker_actor;
   void push(command c);
@@ -81,7 +87,7 @@ class worker_runtime {
 
   caf::actor_system& system_;
   worker_context ctx_;
-  storage::snapshot_slot slot_;
+  std::optional<storage::snapshot_slot> slot_;
   caf::actor actor_;
 
   std::mutex mutex_;

@@ -18,7 +18,7 @@ class [[nodiscard]] expected {
  public:
   static_assert(!std::is_same_v<std::decay_t<T>, status>, "use status for operations without a value");
 
-  expected(T value) : data_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  expected(T v) : data_(std::in_place_index<0>, std::move(v)) {}  // NOLINT: implicit
   expected(status error) : data_(std::in_place_index<1>, std::move(error)) {  // NOLINT: implicit
     RK_CHECK(!std::get<1>(data_).ok(), "an expected<T> error must not be an ok status");
   }

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "kernels/batch_check.hpp"
-#include "kernels/cuda_backend.hpp"
+#include "common/gpu_plugin.hpp"
 
 namespace rekindle::kernels {
 
@@ -37,12 +37,25 @@ expected<std::uint32_t> check_model_batch(const param_layout& layout, std::uint3
   return static_cast<std::uint32_t>(batch);
 }
 
+namespace {
+
+// The CUDA backend lives in the GPU plugin (see common/gpu_plugin.hpp): its functions by name.
+template <class Fn>
+expected<Fn*> plugin_function(const char* getter) {
+  RK_ASSIGN_OR_RETURN(void* get, gpu_plugin_symbol(getter));
+  return reinterpret_cast<Fn*>(reinterpret_cast<void* (*)()>(get)());
+}
+
+}  // namespace
+
 cuda_probe probe_cuda() {
-#if REKINDLE_WITH_CUDA
-  return cuda::probe();
-#else
-  return cuda_probe{0, "no CUDA device: this build has no CUDA support (REKINDLE_WITH_CUDA is off)"};
-#endif
+  const auto gpus = probe_gpus();
+  if (gpus.devices == 0)
+    return cuda_probe{0, gpus.detail};
+  auto probe = plugin_function<cuda_probe()>("rekindle_gpu_cuda_probe");
+  if (!probe)
+    return cuda_probe{0, "no usable CUDA device: " + probe.error().message()};
+  return (*probe)();
 }
 
 expected<std::unique_ptr<backend>> make_backend(const backend_options& options) {
@@ -62,11 +75,14 @@ expected<std::unique_ptr<backend>> make_backend(const backend_options& options) 
                                             std::to_string(probe.device_count)};
     return make_cpu_backend(options.shape, options.max_batch);
   }
-#if REKINDLE_WITH_CUDA
-  return make_cuda_backend(index, options.shape, options.max_batch);
-#else
-  return make_cpu_backend(options.shape, options.max_batch);
-#endif
+  using factory = expected<std::unique_ptr<backend>>(int, const model_shape&, std::uint32_t);
+  auto make = plugin_function<factory>("rekindle_gpu_make_cuda_backend");
+  if (!make) {
+    if (options.device.type == kind::cuda)
+      return make.error();
+    return make_cpu_backend(options.shape, options.max_batch);
+  }
+  return (*make)(index, options.shape, options.max_batch);
 }
 
 }  // namespace rekindle::kernels

@@ -1,3 +1,5 @@
+// The NCCL communicator, built into the GPU plugin (gpu/), never into the transport library.
+
 #include "transport/nccl_communicator.hpp"
 
 #include <cuda_runtime.h>
@@ -46,9 +48,9 @@ ncclRedOp_t nccl_op(reduce_op op) {
 
 }  // namespace
 
-bool nccl_built() noexcept { return true; }
+namespace detail {
 
-expected<int> cuda_device_count() {
+expected<int> plugin_cuda_device_count() {
   int n = 0;
   if (auto e = cudaGetDeviceCount(&n); e != cudaSuccess) {
     (void)cudaGetLastError();
@@ -60,12 +62,16 @@ expected<int> cuda_device_count() {
   return n;
 }
 
-class nccl_communicator::impl {
+}  // namespace detail
+
+namespace {
+
+class nccl_impl {
  public:
-  impl(int rank, int size, int device, nccl_options options)
+  nccl_impl(int rank, int size, int device, nccl_options options)
       : rank_(rank), size_(size), device_(device), options_(options) {}
 
-  ~impl() {
+  ~nccl_impl() {
     if (comm_ != nullptr) {
       // A healthy communicator is finalised (flushes), a broken one aborted.
       if (broken_.ok()) {
@@ -86,7 +92,7 @@ class nccl_communicator::impl {
     if (id_bytes.size() != sizeof(ncclUniqueId))
       return status{errc::invalid_argument, "an NCCL unique id has " + std::to_string(sizeof(ncclUniqueId)) +
                                                 " bytes, got " + std::to_string(id_bytes.size())};
-    RK_ASSIGN_OR_RETURN(int devices, cuda_device_count());
+    RK_ASSIGN_OR_RETURN(int devices, detail::plugin_cuda_device_count());
     if (device_ < 0 || device_ >= devices)
       return status{errc::invalid_argument, "CUDA device " + std::to_string(device_) + " does not exist (" +
                                                 std::to_string(devices) + " present)"};
@@ -201,7 +207,38 @@ class nccl_communicator::impl {
   status broken_;
 };
 
-expected<std::vector<std::byte>> nccl_communicator::make_unique_id() {
+// The communicator interface over nccl_impl.
+class nccl_communicator final : public communicator {
+ public:
+  explicit nccl_communicator(std::unique_ptr<nccl_impl> p) : impl_(std::move(p)) {}
+  int rank() const noexcept override { return impl_->rank(); }
+  int size() const noexcept override { return impl_->size(); }
+  bool device_memory() const noexcept override { return true; }
+  status allreduce(void* data, std::size_t count, dtype type, reduce_op op) override {
+    return impl_->allreduce(data, count, type, op);
+  }
+  status reduce_scatter(const void* send, void* recv, std::size_t recv_count, dtype type, reduce_op op) override {
+    return impl_->reduce_scatter(send, recv, recv_count, type, op);
+  }
+  status allgather(const void* send, void* recv, std::size_t send_count, dtype type) override {
+    return impl_->allgather(send, recv, send_count, type);
+  }
+  status broadcast(void* data, std::size_t count, dtype type, int root) override {
+    return impl_->broadcast(data, count, type, root);
+  }
+  status barrier() override { return impl_->barrier(); }
+  void abort() noexcept override { impl_->abort(); }
+  bool aborted() const noexcept override { return impl_->aborted(); }
+
+ private:
+  std::unique_ptr<nccl_impl> impl_;
+};
+
+}  // namespace
+
+namespace detail {
+
+expected<std::vector<std::byte>> plugin_nccl_unique_id() {
   ncclUniqueId id;
   if (auto r = ncclGetUniqueId(&id); r != ncclSuccess)
     return nccl_status(r, "ncclGetUniqueId", __FILE__, __LINE__);
@@ -210,35 +247,16 @@ expected<std::vector<std::byte>> nccl_communicator::make_unique_id() {
   return out;
 }
 
-expected<std::unique_ptr<nccl_communicator>> nccl_communicator::create(int rank, int size,
-                                                                       std::span<const std::byte> unique_id, int device,
-                                                                       const nccl_options& options) {
+expected<std::unique_ptr<communicator>> plugin_nccl_create(int rank, int size, std::span<const std::byte> unique_id,
+                                                            int device, const nccl_options& options) {
   if (size < 1 || rank < 0 || rank >= size)
     return status{errc::invalid_argument, "an NCCL communicator of " + std::to_string(size) + " ranks cannot have rank " +
                                               std::to_string(rank)};
-  auto p = std::make_unique<impl>(rank, size, device, options);
+  auto p = std::make_unique<nccl_impl>(rank, size, device, options);
   RK_RETURN_IF_ERROR(p->init(unique_id));
-  return std::unique_ptr<nccl_communicator>{new nccl_communicator{std::move(p)}};
+  return std::unique_ptr<communicator>{std::make_unique<nccl_communicator>(std::move(p))};
 }
 
-nccl_communicator::nccl_communicator(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
-nccl_communicator::~nccl_communicator() = default;
-int nccl_communicator::rank() const noexcept { return impl_->rank(); }
-int nccl_communicator::size() const noexcept { return impl_->size(); }
-status nccl_communicator::allreduce(void* data, std::size_t count, dtype type, reduce_op op) {
-  return impl_->allreduce(data, count, type, op);
-}
-status nccl_communicator::reduce_scatter(const void* send, void* recv, std::size_t recv_count, dtype type, reduce_op op) {
-  return impl_->reduce_scatter(send, recv, recv_count, type, op);
-}
-status nccl_communicator::allgather(const void* send, void* recv, std::size_t send_count, dtype type) {
-  return impl_->allgather(send, recv, send_count, type);
-}
-status nccl_communicator::broadcast(void* data, std::size_t count, dtype type, int root) {
-  return impl_->broadcast(data, count, type, root);
-}
-status nccl_communicator::barrier() { return impl_->barrier(); }
-void nccl_communicator::abort() noexcept { impl_->abort(); }
-bool nccl_communicator::aborted() const noexcept { return impl_->aborted(); }
+}  // namespace detail
 
 }  // namespace rekindle::transport

@@ -330,7 +330,7 @@ class ring_communicator::impl {
 
  private:
   detail::mailbox_layout layout() const { return {window(), chunk_}; }
-  std::size_t window() const { return std::clamp<std::size_t>((32u << 20) / chunk_, 2, 16); }
+  std::size_t window() const { return std::clamp<std::size_t>((8u << 20) / chunk_, 2, 8); }
   std::size_t chunks_of(std::size_t bytes) const { return (bytes + chunk_ - 1) / chunk_; }
 
   status ready() {

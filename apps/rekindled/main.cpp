@@ -1,10 +1,13 @@
-// rekindled: the node daemon.
+// rekindled: the node daemon. One per node; the one on the configured supervisor node also runs
+// the supervisor.
 
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <iostream>
 
+#include "actors/node_daemon.hpp"
+#include "common/logging.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
 
@@ -13,37 +16,90 @@ namespace {
 /// Exit codes scripts can rely on.
 enum exit_code : int {
   exit_ok = 0,
+  exit_job_failed = 1,
   exit_bad_config = 2,
+  exit_cannot_start = 3,
 };
 
-int check_config(const std::string& path) {
+rekindle::config::load_result load(const std::string& path) {
   using namespace rekindle;
-  const auto result = path == "-" || path.empty()
-                          ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
-                          : config::load_file(path);
+  return path.empty() || path == "-"
+             ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
+             : config::load_file(path);
+}
+
+bool report(const rekindle::config::load_result& result) {
   for (const auto& w : result.warnings)
     std::cerr << "warning: " << w.to_string() << "\n";
-  if (!result.ok()) {
-    std::cerr << "rekindled: " << result.errors.size() << " error" << (result.errors.size() == 1 ? "" : "s")
-              << " in the configuration; nothing was started\n";
-    for (const auto& e : result.errors)
-      std::cerr << "  " << e.to_string() << "\n";
-    return exit_bad_config;
-  }
-  std::cout << config::to_toml(*result.value);
-  return exit_ok;
+  if (result.ok())
+    return true;
+  std::cerr << "rekindled: " << result.errors.size() << " error" << (result.errors.size() == 1 ? "" : "s")
+            << " in the configuration; nothing was started\n";
+  for (const auto& e : result.errors)
+    std::cerr << "  " << e.to_string() << "\n";
+  return false;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"rekindled: the rekindle node daemon (one per node; one hosts the supervisor)", "rekindled"};
+  using namespace rekindle;
+  CLI::App app{"rekindled: the rekindle node daemon (one per node; the supervisor node's also runs the supervisor)",
+               "rekindled"};
   app.set_version_flag("--version", std::string{"rekindled "} + REKINDLE_VERSION);
-  std::string check_path;
-  app.add_option("--check-config", check_path,
-                 "Validate a configuration file and print the effective configuration with every default "
-                 "filled in, or every error with file:line:column; '-' checks the embedded default")
-      ->required();
+  std::string check_path, config_path, node, data_dir, supervisor, log_level;
+  int port = -1;
+  bool exit_when_done = false;
+  auto* check = app.add_option("--check-config", check_path,
+                               "Validate a configuration file and print the effective configuration with every default "
+                               "filled in, or every error with file:line:column; '-' checks the embedded default");
+  app.add_option("--config", config_path, "The cluster and job configuration (default: the embedded local.toml)");
+  app.add_option("--node", node, "This daemon's node name from the configuration")->excludes(check);
+  app.add_option("--data-dir", data_dir, "Overrides daemon.data_dir (state, snapshots, logs under <dir>/<node>)");
+  app.add_option("--supervisor", supervisor, "host:port of the supervisor's daemon when the configuration has no port for it");
+  app.add_option("--port", port, "Overrides the node's configured port (0: any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--log", log_level, "Log level: trace, debug, info, warn, error, off (default: daemon.log)");
+  app.add_flag("--exit-when-done", exit_when_done, "Exit once the job has completed, failed or stopped");
   CLI11_PARSE(app, argc, argv);
-  return check_config(check_path);
+
+  if (check->count() > 0) {
+    const auto result = load(check_path);
+    if (!report(result))
+      return exit_bad_config;
+    std::cout << config::to_toml(*result.value);
+    return exit_ok;
+  }
+  if (node.empty()) {
+    std::cerr << "rekindled: --node NAME is required to run a daemon (or --check-config FILE to validate one)\n";
+    return exit_bad_config;
+  }
+  const auto result = load(config_path);
+  if (!report(result))
+    return exit_bad_config;
+  auto level = result.value->daemon.log;
+  if (!log_level.empty()) {
+    auto l = parse_log_level(log_level);
+    if (!l) {
+      std::cerr << "rekindled: --log: " << l.error().message() << "\n";
+      return exit_bad_config;
+    }
+    level = *l;
+  }
+  init_logging("rekindled[" + node + "]", level);
+  if (!result.value->find_node(node)) {
+    std::cerr << "rekindled: node '" << node << "' is not in " << result.value->source << "\n";
+    return exit_bad_config;
+  }
+  actors::daemon_options o;
+  o.spec = *result.value;
+  if (!config_path.empty() && config_path != "-")
+    o.config_path = std::filesystem::absolute(config_path);
+  o.node = node;
+  if (!data_dir.empty())
+    o.data_dir = data_dir;
+  o.supervisor = supervisor;
+  if (port >= 0)
+    o.port = static_cast<std::uint16_t>(port);
+  o.exit_when_done = exit_when_done;
+  return actors::run_node_daemon(std::move(o));
 }

@@ -20,12 +20,12 @@ testing::comm_backend nccl_backend() {
     if (devices < n)
       return status{errc::unsupported, "needs " + std::to_string(n) + " GPUs (NCCL runs one rank per GPU), found " +
                                            std::to_string(devices)};
-    RK_ASSIGN_OR_RETURN(auto id, nccl_communicator::make_unique_id());
-    std::vector<std::optional<expected<std::unique_ptr<nccl_communicator>>>> made(static_cast<std::size_t>(n));
+    RK_ASSIGN_OR_RETURN(auto id, make_nccl_unique_id());
+    std::vector<std::optional<expected<std::unique_ptr<communicator>>>> made(static_cast<std::size_t>(n));
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r)
       threads.emplace_back([&, r] {
-        made[static_cast<std::size_t>(r)] = nccl_communicator::create(r, n, id, r, nccl_options{.timeout = timeout});
+        made[static_cast<std::size_t>(r)] = make_nccl_communicator(r, n, id, r, nccl_options{.timeout = timeout});
       });
     for (auto& t : threads)
       t.join();
@@ -67,15 +67,15 @@ TEST(nccl, unique_id_and_device_checks) {
   auto devices = cuda_device_count();
   if (!devices)
     GTEST_SKIP() << devices.error().message();
-  auto id = nccl_communicator::make_unique_id();
+  auto id = make_nccl_unique_id();
   ASSERT_TRUE(id) << id.error();
-  auto bad = nccl_communicator::create(0, 1, std::span{*id}.first(10), 0, {});
+  auto bad = make_nccl_communicator(0, 1, std::span{*id}.first(10), 0, {});
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().code(), errc::invalid_argument);
-  auto no_device = nccl_communicator::create(0, 1, *id, *devices + 3, {});
+  auto no_device = make_nccl_communicator(0, 1, *id, *devices + 3, {});
   ASSERT_FALSE(no_device);
   EXPECT_NE(no_device.error().message().find("does not exist"), std::string::npos);
-  auto one = nccl_communicator::create(0, 1, *id, 0, {});
+  auto one = make_nccl_communicator(0, 1, *id, 0, {});
   ASSERT_TRUE(one) << one.error();
   EXPECT_TRUE((*one)->device_memory());
 }
