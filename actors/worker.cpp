@@ -289,11 +289,32 @@ void worker_runtime::train(const start_training& start) {
       }
     }
     to_agent(a.epoch, caf::make_message(p));
+    // The next epoch's mailbox, once this one trains: never on the recovery path.
+    if (r->step.value() == start.restore_step.value() + 1)
+      (void)ring_->prepare();
   }
   spdlog::info("rank {} finished all {} steps", a.rank.value(), (*task)->total_steps());
 }
 
+namespace {
+transport::ring_options ring_options_of(const config::spec& spec, epoch_t epoch) {
+  transport::ring_options ro;
+  ro.timeout = spec.timeouts.collective;
+  ro.chunk_size = spec.transport.chunk_size;
+  ro.net_devices = spec.transport.net_devices;
+  ro.tls = spec.transport.tls;
+  ro.generation = static_cast<std::uint32_t>(epoch.value());
+  return ro;
+}
+}  // namespace
+
 int worker_runtime::run() {
+  if (auto r = transport::ring_resources::create(ring_options_of(ctx_.spec, epoch_t{0})); r) {
+    ring_ = std::move(*r);
+  } else {
+    spdlog::error("worker cannot set up its data plane: {}", r.error().message());
+    return 6;
+  }
   to_agent(epoch_t{0}, caf::make_message(worker_hello{static_cast<std::uint32_t>(getpid()), ctx_.local_index.value_or(~0u),
                                                       !ctx_.local_index.has_value()}));
   for (;;) {
@@ -329,12 +350,13 @@ int worker_runtime::run() {
         continue;
       }
       spdlog::debug("assignment epoch={} rank={} world={}", a->epoch.value(), a->rank.value(), a->world);
-      transport::ring_options ro;
-      ro.timeout = ctx_.spec.timeouts.collective;
-      ro.chunk_size = ctx_.spec.transport.chunk_size;
-      ro.net_devices = ctx_.spec.transport.net_devices;
-      ro.tls = ctx_.spec.transport.tls;
-      auto comm = transport::ring_communicator::create(static_cast<int>(a->rank.value()), static_cast<int>(a->world), ro);
+      {
+        // The previous epoch's communicator goes first: its links wind down on the shared worker.
+        std::lock_guard lock{mutex_};
+        comm_.reset();
+      }
+      auto comm = transport::ring_communicator::create(ring_, static_cast<int>(a->rank.value()), static_cast<int>(a->world),
+                                                       ring_options_of(ctx_.spec, a->epoch));
       if (!comm) {
         spdlog::error("worker cannot open its communicator: {}", comm.error().message());
         exit_status_ = 6;

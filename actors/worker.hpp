@@ -94,6 +94,8 @@ class worker_runtime {
   std::condition_variable cv_;
   std::deque<command> commands_;
   std::unique_ptr<transport::ring_communicator> comm_;
+  /// The ring's UCX worker and spare mailbox, kept across epochs (and made while on standby).
+  std::shared_ptr<transport::ring_resources> ring_;
   std::optional<worker_assignment> assignment_;
   std::map<std::uint64_t, std::promise<expected<transport::shared_bytes>>> pending_;
   std::uint64_t next_request_ = 1;

@@ -107,29 +107,35 @@ struct plan_step {
   bool scale = false;
 };
 
+std::size_t normalised_chunk(std::size_t chunk) {
+  chunk = std::max<std::size_t>(chunk, 4096);
+  return chunk - chunk % 64;
+}
+
+detail::mailbox_layout layout_for(std::size_t chunk) {
+  return {std::clamp<std::size_t>((8u << 20) / chunk, 2, 8), chunk};
+}
+
 }  // namespace
 
-class ring_communicator::impl {
+class ring_resources::impl {
  public:
-  impl(int rank, int size, ring_options options) : rank_(rank), size_(size), options_(std::move(options)) {}
+  explicit impl(ring_options options) : options_(std::move(options)), chunk_(normalised_chunk(options_.chunk_size)) {}
 
   ~impl() {
-    // UCX objects go in dependency order: keys mapped through endpoints, then the worker (which
-    // completes what is still in flight into the links' records), then the links and the mailbox,
-    // then the context.
-    sender_.reset();
+    // Links that UCX still held requests of go before the worker, then their mailboxes, then
+    // the context.
+    graveyard_senders_.clear();
     worker_.reset();
-    receiver_.reset();
-    mailbox_.reset();
+    graveyard_receivers_.clear();
+    graveyard_mailboxes_.clear();
+    spare_.reset();
     context_.reset();
   }
 
   status init() {
-    if (size_ < 1 || size_ > max_size || rank_ < 0 || rank_ >= size_)
-      return status{errc::invalid_argument, "ring of " + std::to_string(size_) + " ranks cannot have rank " +
-                                                std::to_string(rank_) + " (sizes 1.." + std::to_string(max_size) + ")"};
-    chunk_ = std::max<std::size_t>(options_.chunk_size, 4096);
-    chunk_ -= chunk_ % 64;
+    // Rendezvous by put: the sender writes and completes on its own, without waiting for a
+    // receiver that may already have finished its call.
     RK_ASSIGN_OR_RETURN(context_, ucx_context::create(ucx_options{.active_messages = false,
                                                                   .tags = true,
                                                                   .wakeup = false,
@@ -137,12 +143,109 @@ class ring_communicator::impl {
                                                                   .tls = options_.tls,
                                                                   .rndv_scheme = "put_zcopy"}));
     RK_ASSIGN_OR_RETURN(worker_, ucx_worker::create(*context_, false));
-    RK_ASSIGN_OR_RETURN(auto worker_address, worker_->address());
-    RK_ASSIGN_OR_RETURN(mailbox_, detail::shm_mailbox::create(context_->get(), layout()));
+    RK_ASSIGN_OR_RETURN(worker_address_, worker_->address());
+    host_ = host_identity();
+    return prepare();
+  }
+
+  status prepare() {
+    if (spare_)
+      return {};
+    RK_ASSIGN_OR_RETURN(spare_, detail::shm_mailbox::create(context_->get(), layout_for(chunk_)));
+    return {};
+  }
+
+  /// A fresh mailbox for a new communicator: the spare when there is one.
+  expected<std::unique_ptr<detail::shm_mailbox>> take_mailbox() {
+    RK_RETURN_IF_ERROR(prepare());
+    return std::move(spare_);
+  }
+
+  ring_options options_;
+  std::size_t chunk_;
+  std::optional<ucx_context> context_;
+  std::optional<ucx_worker> worker_;
+  std::vector<std::byte> worker_address_;
+  std::string host_;
+  std::unique_ptr<detail::shm_mailbox> spare_;
+  std::vector<std::unique_ptr<detail::ring_sender>> graveyard_senders_;
+  std::vector<std::unique_ptr<detail::ring_receiver>> graveyard_receivers_;
+  std::vector<std::unique_ptr<detail::shm_mailbox>> graveyard_mailboxes_;
+};
+
+ring_resources::ring_resources(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+ring_resources::~ring_resources() = default;
+status ring_resources::prepare() { return impl_->prepare(); }
+
+expected<std::shared_ptr<ring_resources>> ring_resources::create(const ring_options& options) {
+  auto p = std::make_unique<impl>(options);
+  RK_RETURN_IF_ERROR(p->init());
+  return std::shared_ptr<ring_resources>{new ring_resources{std::move(p)}};
+}
+
+namespace {
+}  // namespace
+
+class ring_communicator::impl {
+ public:
+  impl(std::shared_ptr<ring_resources> resources, int rank, int size, ring_options options)
+      : resources_(std::move(resources)), rank_(rank), size_(size), options_(std::move(options)) {}
+
+  ~impl() {
+    // 1. Mapped keys go before their endpoints. 2. Endpoints close: peer-failure ones by force
+    // (queued sends complete with an error), the others gracefully without waiting. 3. The links
+    // wind down while the shared worker progresses; what UCX still holds after a while stays in
+    // the resources' graveyard, never freed under a pending request.
+    auto& res = resources_->internals();
+    const bool sender_shm = sender_ && right_local_;
+    if (sender_shm)
+      sender_.reset();
+    const auto close = [](ucp_ep_h ep, bool force) {
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      void* req = ucp_ep_close_nbx(ep, &p);
+      if (req != nullptr && !UCS_PTR_IS_ERR(req))
+        ucp_request_free(req);
+    };
+    if (right_ep_ != nullptr)
+      close(right_ep_, right_force_);
+    if (left_ep_ != nullptr && left_ep_ != right_ep_)
+      close(left_ep_, left_force_);
+    const auto limit = clock_type::now() + 500ms;
+    while (clock_type::now() < limit) {
+      const bool s = !sender_ || sender_->wind_down();
+      const bool r = !receiver_ || receiver_->wind_down();
+      if (s && r)
+        break;
+      ucp_worker_progress(res.worker_->get());
+    }
+    const bool s_done = !sender_ || sender_->wind_down();
+    const bool r_done = !receiver_ || receiver_->wind_down();
+    if (sender_ && !s_done)
+      res.graveyard_senders_.push_back(std::move(sender_));
+    if (receiver_ && !r_done) {
+      res.graveyard_receivers_.push_back(std::move(receiver_));
+      if (mailbox_)
+        res.graveyard_mailboxes_.push_back(std::move(mailbox_));
+    }
+    sender_.reset();
+    receiver_.reset();
+    mailbox_.reset();
+  }
+
+  status init() {
+    if (size_ < 1 || size_ > max_size || rank_ < 0 || rank_ >= size_)
+      return status{errc::invalid_argument, "ring of " + std::to_string(size_) + " ranks cannot have rank " +
+                                                std::to_string(rank_) + " (sizes 1.." + std::to_string(max_size) + ")"};
+    auto& res = resources_->internals();
+    chunk_ = res.chunk_;
+    gen_ = options_.generation & 0xffffu;
+    RK_ASSIGN_OR_RETURN(mailbox_, res.take_mailbox());
     ring_address a;
-    a.host = host_identity();
+    a.host = res.host_;
     host_ = a.host;
-    a.worker = std::move(worker_address);
+    a.worker = res.worker_address_;
     a.mailbox = mailbox_->address_bytes();
     address_ = encode(a);
     return {};
@@ -166,7 +269,9 @@ class ring_communicator::impl {
     // To the right: a same-host neighbour's mailbox is mapped (the endpoint carries no traffic,
     // only the key, so no error handling is needed); another host gets tag messages over a
     // peer-failure endpoint.
-    RK_ASSIGN_OR_RETURN(ucp_ep_h right_ep, open_endpoint(right, right_address, !right_local_));
+    RK_ASSIGN_OR_RETURN(right_ep_, open_endpoint(right, right_address, !right_local_));
+    right_force_ = !right_local_;
+    ucp_ep_h right_ep = right_ep_;
     if (right_local_) {
       auto s = detail::make_shm_sender(right_ep, right_address.mailbox, layout());
       if (!s)
@@ -174,7 +279,7 @@ class ring_communicator::impl {
                                            std::to_string(right) + " on the same host"));
       sender_ = std::move(*s);
     } else {
-      sender_ = detail::make_ucx_sender(worker_->get(), right_ep);
+      sender_ = detail::make_ucx_sender(worker(), right_ep, gen_);
     }
     // From the left: our mailbox, or tag receives plus an endpoint for the fins.
     if (left_local) {
@@ -183,8 +288,10 @@ class ring_communicator::impl {
       ucp_ep_h left_ep = right_ep;
       if (left != right || right_local_) {
         RK_ASSIGN_OR_RETURN(left_ep, open_endpoint(left, left_address, true));
+        left_ep_ = left_ep;
+        left_force_ = true;
       }
-      receiver_ = detail::make_ucx_receiver(worker_->get(), left_ep, chunk_, window());
+      receiver_ = detail::make_ucx_receiver(worker(), left_ep, chunk_, window(), gen_);
     }
     connected_ = true;
     return barrier().with_context("first barrier of the ring");
@@ -329,8 +436,9 @@ class ring_communicator::impl {
   }
 
  private:
-  detail::mailbox_layout layout() const { return {window(), chunk_}; }
-  std::size_t window() const { return std::clamp<std::size_t>((8u << 20) / chunk_, 2, 8); }
+  detail::mailbox_layout layout() const { return layout_for(chunk_); }
+  std::size_t window() const { return layout_for(chunk_).slots; }
+  ucp_worker_h worker() const { return resources_->internals().worker_->get(); }
   std::size_t chunks_of(std::size_t bytes) const { return (bytes + chunk_ - 1) / chunk_; }
 
   status ready() {
@@ -363,7 +471,7 @@ class ring_communicator::impl {
         continue;
       for (std::size_t c = 0; c < chunks_of(s.recv_len); ++c) {
         recv_order.emplace_back(t, c);
-        expected.emplace_back(chunk_tag(seq_, static_cast<std::uint32_t>(t), c), span_of(s.recv_len, c).second);
+        expected.emplace_back(chunk_tag(seq_, static_cast<std::uint32_t>(t), c, gen_), span_of(s.recv_len, c).second);
       }
     }
     sender_->begin_call(seq_);
@@ -387,7 +495,7 @@ class ring_communicator::impl {
         const auto [t, c] = ready_sends.front();
         const auto& s = steps[static_cast<std::size_t>(t)];
         const auto [begin, n] = span_of(s.send_len, c);
-        if (!sender_->try_send(chunk_tag(seq_, s.send_step, c), s.send_src + begin, n))
+        if (!sender_->try_send(chunk_tag(seq_, s.send_step, c, gen_), s.send_src + begin, n))
           break;
         ready_sends.pop_front();
         progressed = true;
@@ -412,7 +520,7 @@ class ring_communicator::impl {
             c < chunks_of(steps[static_cast<std::size_t>(t + 1)].send_len))
           ready_sends.emplace_back(t + 1, c);
       }
-      while (ucp_worker_progress(worker_->get()) != 0)
+      while (ucp_worker_progress(worker()) != 0)
         progressed = true;
       if (auto s = sender_->error(); !s.ok())
         return fail(s.with_context("rank " + std::to_string(rank_)));
@@ -457,7 +565,7 @@ class ring_communicator::impl {
       params.err_handler.arg = nullptr;
     }
     ucp_ep_h ep = nullptr;
-    if (auto s = ucp_ep_create(worker_->get(), &params, &ep); s != UCS_OK)
+    if (auto s = ucp_ep_create(worker(), &params, &ep); s != UCS_OK)
       return fail(ucx_status(s, "connecting to ring neighbour " + std::to_string(peer)));
     return ep;
   }
@@ -471,17 +579,21 @@ class ring_communicator::impl {
     return why;
   }
 
+  std::shared_ptr<ring_resources> resources_;
   int rank_;
   int size_;
   ring_options options_;
   std::size_t chunk_ = 0;
+  std::uint32_t gen_ = 0;
   std::string host_;
   std::vector<std::byte> address_;
-  std::optional<ucx_context> context_;
   std::unique_ptr<detail::shm_mailbox> mailbox_;
   std::unique_ptr<detail::ring_receiver> receiver_;
-  std::optional<ucx_worker> worker_;
   std::unique_ptr<detail::ring_sender> sender_;
+  ucp_ep_h right_ep_ = nullptr;
+  ucp_ep_h left_ep_ = nullptr;
+  bool right_force_ = false;
+  bool left_force_ = false;
   bool connected_ = false;
   bool right_local_ = false;
   std::uint32_t seq_ = 0;
@@ -491,7 +603,16 @@ class ring_communicator::impl {
 };
 
 expected<std::unique_ptr<ring_communicator>> ring_communicator::create(int rank, int size, const ring_options& options) {
-  auto p = std::make_unique<impl>(rank, size, options);
+  if (size < 1 || size > max_size || rank < 0 || rank >= size)
+    return status{errc::invalid_argument, "ring of " + std::to_string(size) + " ranks cannot have rank " +
+                                              std::to_string(rank) + " (sizes 1.." + std::to_string(max_size) + ")"};
+  RK_ASSIGN_OR_RETURN(auto resources, ring_resources::create(options));
+  return create(std::move(resources), rank, size, options);
+}
+
+expected<std::unique_ptr<ring_communicator>> ring_communicator::create(std::shared_ptr<ring_resources> resources, int rank,
+                                                                       int size, const ring_options& options) {
+  auto p = std::make_unique<impl>(std::move(resources), rank, size, options);
   RK_RETURN_IF_ERROR(p->init());
   return std::unique_ptr<ring_communicator>{new ring_communicator{std::move(p)}};
 }

@@ -20,6 +20,30 @@ struct ring_options {
   /// UCX_NET_DEVICES and UCX_TLS; empty keeps UCX's choice.
   std::string net_devices;
   std::string tls;
+  /// Distinguishes this communicator's messages from earlier ones' on the same resources (the
+  /// epoch, say). Default: 0.
+  std::uint32_t generation = 0;
+};
+
+/// The long-lived part of a rank's ring: the UCX context and worker, and a spare mailbox ready
+/// for the next communicator. A worker process keeps one across epochs, so building the
+/// communicator of a new epoch costs no UCX setup.
+///
+/// Thread-safety: used by one thread at a time, like the communicators built on it.
+class ring_resources {
+ public:
+  static expected<std::shared_ptr<ring_resources>> create(const ring_options& options);
+  ~ring_resources();
+  /// Allocates a spare mailbox when there is none; call when idle (after connect()).
+  status prepare();
+
+  class impl;
+  /// For the communicators built on these resources.
+  [[nodiscard]] impl& internals() noexcept { return *impl_; }
+
+ private:
+  explicit ring_resources(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
 };
 
 /// The CPU communicator: a pipelined, chunked ring over UCX tag messages, in host memory.
@@ -42,7 +66,11 @@ class ring_communicator final : public communicator {
   /// Largest world a ring supports (tags carry the step number).
   static constexpr int max_size = 2048;
 
+  /// A communicator with resources of its own.
   static expected<std::unique_ptr<ring_communicator>> create(int rank, int size, const ring_options& options);
+  /// A communicator on shared `resources` (their UCX worker and spare mailbox).
+  static expected<std::unique_ptr<ring_communicator>> create(std::shared_ptr<ring_resources> resources, int rank, int size,
+                                                             const ring_options& options);
   ~ring_communicator() override;
 
   /// This rank's rendezvous address: host identity and UCX worker address.

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <algorithm>
 #include <deque>
 
 #include "common/check.hpp"
@@ -23,8 +24,8 @@ std::byte* slot_data(std::byte* base, const mailbox_layout& l, std::size_t slot)
 }
 
 std::string describe_tag(std::uint64_t tag) {
-  return "call " + std::to_string(tag >> 44) + " step " + std::to_string((tag >> 32) & 0xfff) + " chunk " +
-         std::to_string(tag & 0xffffffffu);
+  return "call " + std::to_string((tag >> 32) & 0xffff) + " step " + std::to_string((tag >> 20) & 0xfff) + " chunk " +
+         std::to_string(tag & 0xfffff);
 }
 
 class shm_receiver final : public ring_receiver {
@@ -64,6 +65,7 @@ class shm_receiver final : public ring_receiver {
 
   bool call_may_end() override { return true; }
   status error() const override { return error_; }
+  bool wind_down() override { return true; }
 
  private:
   shm_mailbox& mailbox_;
@@ -98,6 +100,7 @@ class shm_sender final : public ring_sender {
 
   bool call_may_end() override { return true; }
   status error() const override { return {}; }
+  bool wind_down() override { return true; }
 
  private:
   ucp_rkey_h rkey_;
@@ -110,12 +113,15 @@ class shm_sender final : public ring_sender {
 struct request_record {
   bool done = false;
   ucs_status_t result = UCS_OK;
+  /// The UCX request while in flight (for cancelling receives).
+  void* request = nullptr;
 };
 
 void on_send_done(void* request, ucs_status_t s, void* user_data) {
   auto* r = static_cast<request_record*>(user_data);
   r->result = s;
   r->done = true;
+  r->request = nullptr;
   ucp_request_free(request);
 }
 
@@ -129,6 +135,8 @@ void track(request_record& r, void* req) {
   } else if (UCS_PTR_IS_ERR(req)) {
     r.done = true;
     r.result = UCS_PTR_STATUS(req);
+  } else {
+    r.request = req;
   }
 }
 
@@ -140,7 +148,7 @@ status record_error(const request_record& r, const char* what) {
 
 class ucx_sender final : public ring_sender {
  public:
-  ucx_sender(ucp_worker_h worker, ucp_ep_h right) : worker_(worker), right_(right) {}
+  ucx_sender(ucp_worker_h worker, ucp_ep_h right, std::uint32_t gen) : worker_(worker), right_(right), gen_(gen) {}
 
   void begin_call(std::uint32_t seq) override {
     // Records of earlier calls stay until UCX returns them.
@@ -155,7 +163,7 @@ class ucx_sender final : public ring_sender {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     p.cb.recv = &on_recv_done;
     p.user_data = fin_;
-    track(*fin_, ucp_tag_recv_nbx(worker_, &fin_byte_, 1, fin_tag(seq), ~std::uint64_t{0}, &p));
+    track(*fin_, ucp_tag_recv_nbx(worker_, &fin_byte_, 1, fin_tag(seq, gen_), ~std::uint64_t{0}, &p));
     ++first_send_;
   }
 
@@ -187,9 +195,16 @@ class ucx_sender final : public ring_sender {
     return {};
   }
 
+  bool wind_down() override {
+    if (fin_ != nullptr && !fin_->done && fin_->request != nullptr)
+      ucp_request_cancel(worker_, fin_->request);
+    return std::all_of(records_.begin(), records_.end(), [](const request_record& r) { return r.done; });
+  }
+
  private:
   ucp_worker_h worker_;
   ucp_ep_h right_;
+  std::uint32_t gen_;
   std::deque<request_record> records_;
   request_record* fin_ = nullptr;
   std::size_t first_send_ = 0;
@@ -199,8 +214,8 @@ class ucx_sender final : public ring_sender {
 
 class ucx_receiver final : public ring_receiver {
  public:
-  ucx_receiver(ucp_worker_h worker, ucp_ep_h left, std::size_t slot_size, std::size_t window)
-      : worker_(worker), left_(left), slot_size_(slot_size), slots_(window * slot_size), recvs_(window) {}
+  ucx_receiver(ucp_worker_h worker, ucp_ep_h left, std::size_t slot_size, std::size_t window, std::uint32_t gen)
+      : worker_(worker), left_(left), slot_size_(slot_size), slots_(window * slot_size), recvs_(window), gen_(gen) {}
 
   void begin_call(std::uint32_t seq, std::vector<std::pair<std::uint64_t, std::size_t>> expected) override {
     while (!fins_.empty() && fins_.front().done)
@@ -236,7 +251,7 @@ class ucx_receiver final : public ring_receiver {
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
       p.cb.send = &on_send_done;
       p.user_data = &r;
-      track(r, ucp_tag_send_nbx(left_, &fin_byte_, 1, fin_tag(seq_), &p));
+      track(r, ucp_tag_send_nbx(left_, &fin_byte_, 1, fin_tag(seq_, gen_), &p));
       fin_sent_ = true;
     }
     return true;
@@ -250,6 +265,14 @@ class ucx_receiver final : public ring_receiver {
       if (auto s = record_error(r, "sending a fin to the left neighbour"); !s.ok())
         return s;
     return {};
+  }
+
+  bool wind_down() override {
+    for (auto& r : recvs_)
+      if (!r.done && r.request != nullptr)
+        ucp_request_cancel(worker_, r.request);
+    return std::all_of(recvs_.begin(), recvs_.end(), [](const request_record& r) { return r.done || r.request == nullptr; }) &&
+           std::all_of(fins_.begin(), fins_.end(), [](const request_record& r) { return r.done; });
   }
 
  private:
@@ -275,6 +298,7 @@ class ucx_receiver final : public ring_receiver {
   std::vector<std::pair<std::uint64_t, std::size_t>> expected_;
   std::size_t index_ = 0;
   std::uint32_t seq_ = 0;
+  std::uint32_t gen_;
   bool fin_sent_ = false;
   std::uint8_t fin_byte_ = 1;
 };
@@ -333,19 +357,16 @@ expected<std::unique_ptr<ring_sender>> make_shm_sender(ucp_ep_h ep, std::span<co
     return status{errc::unsupported, "cannot map the right neighbour's mailbox: " + std::string{ucs_status_string(s)}};
   }
   auto* mapped = static_cast<std::byte*>(local);
-  // Touch the slots now, so the first collective does not pay for page faults.
-  for (std::size_t off = layout.header_size(); off < layout.total_size(); off += 4096)
-    mapped[off] = std::byte{0};
   return std::unique_ptr<ring_sender>{std::make_unique<shm_sender>(rkey, mapped, layout)};
 }
 
-std::unique_ptr<ring_sender> make_ucx_sender(ucp_worker_h worker, ucp_ep_h right) {
-  return std::make_unique<ucx_sender>(worker, right);
+std::unique_ptr<ring_sender> make_ucx_sender(ucp_worker_h worker, ucp_ep_h right, std::uint32_t gen) {
+  return std::make_unique<ucx_sender>(worker, right, gen);
 }
 
 std::unique_ptr<ring_receiver> make_ucx_receiver(ucp_worker_h worker, ucp_ep_h left, std::size_t slot_size,
-                                                 std::size_t window) {
-  return std::make_unique<ucx_receiver>(worker, left, slot_size, window);
+                                                 std::size_t window, std::uint32_t gen) {
+  return std::make_unique<ucx_receiver>(worker, left, slot_size, window, gen);
 }
 
 }  // namespace rekindle::transport::detail

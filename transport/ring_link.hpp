@@ -30,6 +30,9 @@ class ring_sender {
   /// True once nothing this call sent still reads local memory.
   [[nodiscard]] virtual bool call_may_end() = 0;
   [[nodiscard]] virtual status error() const = 0;
+  /// Prepares for destruction: cancels what can be cancelled. Returns true once UCX holds no
+  /// request of this link any more (progress the worker and ask again).
+  [[nodiscard]] virtual bool wind_down() = 0;
 };
 
 /// Where chunks from the left neighbour arrive.
@@ -45,6 +48,8 @@ class ring_receiver {
   /// True once this rank may end the call as far as the left neighbour is concerned.
   [[nodiscard]] virtual bool call_may_end() = 0;
   [[nodiscard]] virtual status error() const = 0;
+  /// As ring_sender::wind_down.
+  [[nodiscard]] virtual bool wind_down() = 0;
 };
 
 /// The receiving end of a same-host link: a mailbox of `slots` chunk slots in memory UCX
@@ -98,15 +103,18 @@ expected<std::unique_ptr<ring_sender>> make_shm_sender(ucp_ep_h ep, std::span<co
 /// receives into its own slots, at most `window` at a time, and when a call's chunks are all in
 /// sends a one-byte fin to its left neighbour (`left`): the sender may end its call once the fin
 /// arrived, even before UCX acknowledged every send.
-std::unique_ptr<ring_sender> make_ucx_sender(ucp_worker_h worker, ucp_ep_h right);
+std::unique_ptr<ring_sender> make_ucx_sender(ucp_worker_h worker, ucp_ep_h right, std::uint32_t gen);
 std::unique_ptr<ring_receiver> make_ucx_receiver(ucp_worker_h worker, ucp_ep_h left, std::size_t slot_size,
-                                                 std::size_t window);
+                                                 std::size_t window, std::uint32_t gen);
 
-/// The tag of chunk `chunk` of step `step` of call `seq`.
-constexpr std::uint64_t chunk_tag(std::uint32_t seq, std::uint32_t step, std::size_t chunk) noexcept {
-  return (std::uint64_t{seq & 0xfffffu} << 44) | (std::uint64_t{step & 0xfffu} << 32) | (chunk & 0xffffffffu);
+/// The tag of chunk `chunk` of step `step` of call `seq` of communicator generation `gen`:
+/// generation 16 bits, call 16, step 12, chunk 20. The generation keeps a communicator's tags
+/// apart from those of earlier ones on the same UCX worker.
+constexpr std::uint64_t chunk_tag(std::uint32_t seq, std::uint32_t step, std::size_t chunk, std::uint32_t gen = 0) noexcept {
+  return (std::uint64_t{gen & 0xffffu} << 48) | (std::uint64_t{seq & 0xffffu} << 32) | (std::uint64_t{step & 0xfffu} << 20) |
+         (chunk & 0xfffffu);
 }
 /// The tag of a call's fin.
-constexpr std::uint64_t fin_tag(std::uint32_t seq) noexcept { return chunk_tag(seq, 0xfff, 0); }
+constexpr std::uint64_t fin_tag(std::uint32_t seq, std::uint32_t gen = 0) noexcept { return chunk_tag(seq, 0xfff, 0, gen); }
 
 }  // namespace rekindle::transport::detail

@@ -73,3 +73,61 @@ TEST(ring, bad_arguments) {
 
 }  // namespace
 }  // namespace rekindle::transport
+
+namespace rekindle::transport {
+namespace {
+
+// Epoch after epoch on the same resources, as a worker process does: each generation's
+// communicator reduces correctly, and one broken by a missing peer leaves the next unharmed.
+TEST(ring_resources, communicators_of_successive_generations_share_one_worker) {
+  const int n = 3;
+  std::vector<std::shared_ptr<ring_resources>> res;
+  for (int r = 0; r < n; ++r) {
+    auto made = ring_resources::create(test_options(64 << 10, 30s));
+    ASSERT_TRUE(made) << made.error();
+    res.push_back(std::move(*made));
+  }
+  for (std::uint32_t gen = 1; gen <= 4; ++gen) {
+    auto opts = test_options(64 << 10, gen == 2 ? 500ms : 30s);
+    opts.generation = gen;
+    std::vector<std::unique_ptr<ring_communicator>> comms;
+    std::vector<std::vector<std::byte>> addresses;
+    for (int r = 0; r < n; ++r) {
+      auto c = ring_communicator::create(res[static_cast<std::size_t>(r)], r, n, opts);
+      ASSERT_TRUE(c) << c.error();
+      addresses.push_back((*c)->address());
+      comms.push_back(std::move(*c));
+    }
+    std::vector<std::thread> threads;
+    std::vector<status> results(n);
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        auto& c = *comms[static_cast<std::size_t>(r)];
+        results[static_cast<std::size_t>(r)] = c.connect(addresses);
+        if (!results[static_cast<std::size_t>(r)].ok())
+          return;
+        if (gen == 2 && r == 1)
+          return;  // generation 2: rank 1 leaves, the others time out
+        std::vector<float> data(300000, static_cast<float>(r + gen));
+        results[static_cast<std::size_t>(r)] = c.allreduce(data.data(), data.size(), dtype::f32, reduce_op::sum);
+        for (float v : data)
+          if (results[static_cast<std::size_t>(r)].ok() && v != static_cast<float>(3 + 3 * gen)) {
+            results[static_cast<std::size_t>(r)] = status{errc::internal, "wrong sum"};
+            break;
+          }
+        (void)res[static_cast<std::size_t>(r)]->prepare();
+      });
+    for (auto& t : threads)
+      t.join();
+    for (int r = 0; r < n; ++r) {
+      if (gen == 2 && r != 1)
+        EXPECT_EQ(results[static_cast<std::size_t>(r)].code(), errc::timeout) << "generation " << gen << " rank " << r;
+      else
+        EXPECT_TRUE(results[static_cast<std::size_t>(r)].ok()) << "generation " << gen << " rank " << r << ": "
+                                                                << results[static_cast<std::size_t>(r)];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rekindle::transport
