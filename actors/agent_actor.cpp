@@ -140,7 +140,7 @@ caf::behavior agent_actor::make_behavior() {
       [this](const envelope&, const rank_trouble& t) { to_supervisor(t.epoch, caf::make_message(t)); },
       [this](const envelope&, const progress_report& p) {
         progress_.push_back(p);
-        if (progress_.size() >= 64)
+        if (progress_.size() >= 64 || ctx_->time->now() - started_at_ < std::chrono::seconds{2})
           flush_progress();
       },
       // ---- from the supervisor ----
@@ -157,6 +157,7 @@ caf::behavior agent_actor::make_behavior() {
         if (s.epoch != epoch_)
           return;
         started_ = s;
+        started_at_ = ctx_->time->now();
         for (auto& [i, w] : workers_)
           if (w.epoch == s.epoch && w.rank && !w.retiring)
             to_worker(w, s.epoch, caf::make_message(s));
@@ -325,7 +326,11 @@ std::int32_t agent_actor::fork_worker(std::optional<std::uint32_t> local_index) 
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
-    // Between fork and exec: async-signal-safe calls only.
+    // Between fork and exec: async-signal-safe calls only. The daemon's threads block the stop
+    // signals and SIGCHLD; the worker must not inherit that mask.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)

@@ -77,6 +77,9 @@ class agent_actor : public caf::event_based_actor {
   std::vector<progress_report> progress_;
   /// start_training of the current epoch, for workers that say hello after it was sent.
   std::optional<start_training> started_;
+  /// When the current epoch's start went to the workers: progress is relayed at once for a while
+  /// after it (recoveries are measured to the first step), batched otherwise.
+  clock::time_point started_at_;
 };
 
 }  // namespace rekindle::actors

@@ -1,6 +1,8 @@
 #include "actors/node_daemon.hpp"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -37,13 +39,18 @@ void write_atomically(const fs::path& path, const std::string& text) {
 }  // namespace
 
 int run_node_daemon(daemon_options o) {
-  // Signals are taken by sigtimedwait in this thread; every thread started below inherits the
-  // mask.
+  // Stop signals are taken by sigtimedwait in this thread and SIGCHLD by the reaper's signalfd;
+  // every thread started below inherits the mask (worker processes reset it).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t child_signal;
+  sigemptyset(&child_signal);
+  sigaddset(&child_signal, SIGCHLD);
+  sigset_t blocked = stop_signals;
+  sigaddset(&blocked, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
 
   const auto node = o.spec.find_node(o.node);
   if (!node) {
@@ -128,17 +135,21 @@ int run_node_daemon(daemon_options o) {
   auto checkpoint = sys.spawn<checkpoint_actor>(&ctx, std::move(slots));
   auto agent = sys.spawn<agent_actor>(&ctx, checkpoint);
 
-  // The reaper: worker processes are reported the moment they end.
+  // The reaper: worker processes are reported the moment they end (SIGCHLD through a signalfd),
+  // and the thread ends with the daemon.
   std::atomic<bool> stopping{false};
+  const int child_fd = signalfd(-1, &child_signal, SFD_CLOEXEC | SFD_NONBLOCK);
   std::thread reaper([&] {
     while (!stopping.load()) {
-      int status = 0;
-      const pid_t pid = waitpid(-1, &status, 0);
-      if (pid > 0) {
-        caf::anon_send(agent, child_exited{pid, status, now_ns(time)});
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds{20});
+      pollfd pfd{child_fd, POLLIN, 0};
+      (void)poll(&pfd, 1, 100);
+      signalfd_siginfo info;
+      while (read(child_fd, &info, sizeof info) > 0) {
       }
+      int status = 0;
+      pid_t pid;
+      while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        caf::anon_send(agent, child_exited{pid, status, now_ns(time)});
     }
   });
 
@@ -163,16 +174,15 @@ int run_node_daemon(daemon_options o) {
         break;
     }
   }
-  stopping.store(true);
   if (supervisor)
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(checkpoint, caf::exit_reason::user_shutdown);
-  // Workers die with the daemon (PR_SET_PDEATHSIG); stop them now so the reaper can finish.
-  kill(0, 0);
   (*b)->shutdown();
-  reaper.detach();
   sys.await_all_actors_done();
+  stopping.store(true);
+  reaper.join();
+  close(child_fd);
   for (std::uint32_t i = 0; i < ctx.max_local_ranks(); ++i)
     (void)storage::snapshot_slot::remove(ctx.slot_name(i));
   return exit_code;

@@ -189,8 +189,12 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
           if (s.where != state_source::kind::local_slot)
             r.source = kind_name(static_cast<std::uint8_t>(s.where)) + " on " + ctx_->spec.nodes.at(s.holder.value()).name;
       }
-      for (auto& [r, s] : ranks_)
+      // Steps reported in the old epoch do not count: the ranks start over from the restore step.
+      for (auto& [r, s] : ranks_) {
         s.state = "restoring";
+        s.step = se->restore_step.value();
+      }
+      max_step_ = std::max(max_step_, se->restore_step.value());
       if (started_ns_ == 0)
         started_ns_ = now_ns(*ctx_->time);
     } else if (auto* fj = std::get_if<finish_job>(&action)) {
@@ -306,6 +310,7 @@ caf::behavior supervisor_actor::make_behavior() {
           return;
         addresses_[r.rank] = r.address;
         ranks_[r.rank].state = "ready";
+        ranks_[r.rank].pid = r.pid;
         auto actions = policy_.on_rank_ready(r.rank, r.epoch);
         if (open_recovery_ && policy_.state() == job_state::running && recoveries_[*open_recovery_].ready_ns == 0)
           recoveries_[*open_recovery_].ready_ns = now_ns(*ctx_->time);
@@ -429,6 +434,7 @@ std::string supervisor_actor::status_json(bool full) const {
       continue;
     j["ranks"].push_back({{"rank", r.value()},
                           {"node", ctx_->spec.nodes.at(s.node).name},
+                          {"pid", s.pid},
                           {"state", s.state},
                           {"step", s.step},
                           {"step_time_s", seconds(s.step_ns)},

@@ -67,6 +67,7 @@ class supervisor_actor : public caf::event_based_actor {
  private:
   struct rank_status {
     std::uint32_t node = 0;
+    std::uint32_t pid = 0;
     std::uint64_t step = 0;
     double loss = 0;
     std::int64_t step_ns = 0;

@@ -513,6 +513,10 @@ std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last
   placement_ = std::move(placement);
   step_ = step;
   state_ = job_state::waiting_for_nodes;
+  // Copies of rank states the nodes report again belong to the reloaded epoch's world.
+  world_gen_ = 1;
+  gen_of_epoch_[epoch_] = world_gen_;
+  snapshots_[world_gen_].world = static_cast<std::uint32_t>(placement_.size());
   for (const auto& s : placement_)
     ranks_[s.rank];
   return {note_event{"supervisor_restarted",

@@ -11,4 +11,8 @@ namespace rekindle::apps {
 /// `rekindle plan --cluster FILE --model FILE [--json] [--explain] [--top N] [--search MODE] [--lose NODE[:DEVICE]]`.
 void add_plan_command(CLI::App& app, int& exit_code);
 
+/// `rekindle status`, `rekindle kill rank R [--signal S] --yes`, `rekindle stop --yes`: one-shot
+/// commands to the running job's supervisor.
+void add_admin_commands(CLI::App& app, int& exit_code);
+
 }  // namespace rekindle::apps

@@ -284,10 +284,20 @@ TEST(supervisor_policy, a_restarted_supervisor_starts_a_new_epoch_once_nodes_ret
   std::vector<rank_slot> placement{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}};
   (void)p.recover_after_restart(epoch_t{7}, placement, step_t{40});
   EXPECT_EQ(p.state(), job_state::waiting_for_nodes);
+  // The nodes report again what they hold from the reloaded epoch.
+  p.on_snapshot({epoch_t{7}, rank_id{0}, step_t{40}, node_id{1}, state_source::kind::buddy_replica});
+  p.on_snapshot({epoch_t{7}, rank_id{1}, step_t{40}, node_id{1}, state_source::kind::local_slot});
   (void)p.on_node_up(node_id{0});
   auto a = p.on_node_up(node_id{1});
   EXPECT_EQ(p.epoch(), epoch_t{8});
   EXPECT_EQ(all_of<spawn_rank>(a).size(), 2u);
+  std::vector<policy_action> last;
+  for (std::uint32_t r = 0; r < 2; ++r)
+    last = p.on_rank_ready(rank_id{r}, p.epoch());
+  auto start = all_of<start_epoch>(last);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{40});
+  EXPECT_EQ(start[0].sources[0].where, state_source::kind::buddy_replica);
 }
 
 TEST(supervisor_policy, a_collective_error_without_a_culprit_restarts_everyone_after_the_hang_timeout) {

@@ -1,0 +1,88 @@
+#include "actors/admin_client.hpp"
+
+#include <fstream>
+
+namespace rekindle::actors {
+
+std::string find_supervisor(const config::spec& spec, const std::filesystem::path& data_dir) {
+  const auto& sup = spec.nodes.at(spec.supervisor_node().value());
+  if (sup.port != 0)
+    return sup.host + ":" + std::to_string(sup.port);
+  std::ifstream in((data_dir.empty() ? spec.daemon.data_dir : data_dir) / "supervisor.addr");
+  std::string address;
+  in >> address;
+  return address;
+}
+
+expected<std::unique_ptr<admin_client>> admin_client::connect(const config::spec& spec, const admin_target& target,
+                                                               std::chrono::nanoseconds timeout) {
+  std::unique_ptr<admin_client> c{new admin_client};
+  c->address_ = target.address.empty() ? find_supervisor(spec, target.data_dir) : target.address;
+  if (c->address_.empty())
+    return status{errc::unavailable, "the supervisor's address is unknown: its node has no port in " + spec.source +
+                                         " and " + ((target.data_dir.empty() ? spec.daemon.data_dir : target.data_dir) /
+                                                    "supervisor.addr")
+                                                       .string() +
+                                         " does not exist (is the job running? or pass --connect HOST:PORT)"};
+  const auto colon = c->address_.rfind(':');
+  if (colon == std::string::npos)
+    return status{errc::invalid_argument, "'" + c->address_ + "' is not host:port"};
+  register_message_types(c->cfg_);
+  register_bridge_types(c->cfg_);
+  c->cfg_.set("scheduler.max-threads", std::size_t{1});
+  c->cfg_.set("logger.console", caf::atom("none"));
+  c->system_ = std::make_unique<caf::actor_system>(c->cfg_);
+  transport::messenger_options o;
+  o.name = "rekindle shell";
+  o.node = 0xffffffffu;
+  o.token = target.token.empty() ? spec.security.token : target.token;
+  o.keepalive = spec.timeouts.heartbeat;
+  o.peer_timeout = std::max<std::chrono::nanoseconds>(spec.timeouts.node, std::chrono::seconds{5});
+  o.net_devices = spec.transport.net_devices;
+  o.tls = spec.transport.tls;
+  RK_ASSIGN_OR_RETURN(c->bridge_, bridge::start(*c->system_, o));
+  c->self_ = std::make_unique<caf::scoped_actor>(*c->system_);
+  c->bridge_->expose("shell", caf::actor{*c->self_});
+  int port = 0;
+  try {
+    port = std::stoi(c->address_.substr(colon + 1));
+  } catch (const std::exception&) {
+    return status{errc::invalid_argument, "'" + c->address_ + "' is not host:port"};
+  }
+  auto peer = c->bridge_->connect_blocking(c->address_.substr(0, colon), static_cast<std::uint16_t>(port), timeout);
+  if (!peer) {
+    if (peer.error().code() == errc::unauthenticated)
+      return status{errc::unauthenticated, "the supervisor at " + c->address_ + " refused this token: " + peer.error().message()};
+    return status{errc::unavailable, "no supervisor answers at " + c->address_ + ": " + peer.error().message()};
+  }
+  c->supervisor_ = peer->id;
+  c->role_ = static_cast<std::uint8_t>(peer->role);
+  return c;
+}
+
+admin_client::~admin_client() {
+  if (bridge_)
+    bridge_->shutdown();
+  self_.reset();
+}
+
+expected<admin_reply> admin_client::call(const std::string& command, const std::vector<std::string>& args,
+                                         std::chrono::nanoseconds timeout) {
+  const auto id = next_id_++;
+  bridge_->send(supervisor_, "shell", "supervisor", epoch_t{0}, caf::make_message(admin_request{id, command, args}));
+  std::optional<admin_reply> reply;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!reply && std::chrono::steady_clock::now() < deadline) {
+    (*self_)->receive([&](const envelope&, const admin_reply& r) {
+      if (r.id == id)
+        reply = r;
+    },
+                      [&](const envelope&, const job_finished&) {},
+                      caf::after(std::chrono::milliseconds{100}) >> [] {});
+  }
+  if (!reply)
+    return status{errc::timeout, "the supervisor at " + address_ + " did not answer '" + command + "' in time"};
+  return *reply;
+}
+
+}  // namespace rekindle::actors

@@ -1,0 +1,147 @@
+// Failures of real processes in a real cluster: each run must end with the job done and, where
+// the world size is unchanged, the final loss bitwise equal to a run without failures.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstring>
+
+#include "tests/support/cluster.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t steps = 300;
+
+// The failure-free run of the same configuration, computed once.
+double reference_loss(const testing::cluster_options& o) {
+  static std::map<std::string, double> cache;
+  const auto key = std::to_string(o.nodes) + "/" + std::to_string(o.spare) + "/" + o.extra;
+  if (auto it = cache.find(key); it != cache.end())
+    return it->second;
+  testing::local_cluster c{o};
+  c.start_all();
+  const auto report = c.wait_done(240s);
+  EXPECT_FALSE(report.is_null()) << "the reference run did not finish";
+  EXPECT_EQ(report.value("state", ""), "completed");
+  const double loss = report.is_null() ? 0.0 : testing::final_loss(report);
+  cache[key] = loss;
+  return loss;
+}
+
+std::string bits(double d) {
+  std::uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(u));
+  return buf;
+}
+
+void expect_recovered(const nlohmann::json& report, std::size_t recoveries) {
+  ASSERT_FALSE(report.is_null());
+  EXPECT_EQ(report["state"], "completed") << report.dump(2);
+  EXPECT_EQ(report["step"], steps);
+  ASSERT_GE(report["recoveries"].size(), recoveries) << report.dump(2);
+  for (const auto& r : report["recoveries"])
+    EXPECT_TRUE(r["done"].get<bool>()) << r.dump();
+}
+
+TEST(recovery, sigkill_of_a_rank_restarts_it_in_place_with_the_same_final_loss) {
+  const testing::cluster_options o{.steps = steps};
+  const double expected = reference_loss(o);
+  testing::local_cluster c{o};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  const int pid = c.rank_pid(2);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  const auto report = c.wait_done(240s);
+  expect_recovered(report, 1);
+  const auto& r = report["recoveries"][0];
+  EXPECT_EQ(r["rank"], 2);
+  EXPECT_EQ(r["source"], "local memory");
+  EXPECT_LE(r["steps_lost"].get<std::uint64_t>(), 5u) << "at most snapshot_every steps";
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+}
+
+TEST(recovery, a_stopped_rank_is_found_killed_and_restarted_with_the_same_final_loss) {
+  const testing::cluster_options o{.steps = steps};
+  const double expected = reference_loss(o);
+  testing::local_cluster c{o};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  const int pid = c.rank_pid(1);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  const auto report = c.wait_done(240s);
+  expect_recovered(report, 1);
+  EXPECT_EQ(report["recoveries"][0]["rank"], 1);
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+  kill(pid, SIGKILL);
+}
+
+TEST(recovery, a_lost_node_moves_its_ranks_to_the_spare_and_restores_from_buddy_memory) {
+  const testing::cluster_options o{.spare = true, .steps = steps};
+  const double expected = reference_loss(o);
+  testing::local_cluster c{o};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  c.signal_node("n1", SIGKILL);
+  const auto report = c.wait_done(240s);
+  expect_recovered(report, 1);
+  const auto& r = report["recoveries"][0];
+  EXPECT_NE(r["source"].get<std::string>().find("buddy memory"), std::string::npos) << r.dump();
+  EXPECT_EQ(report["world"], 4);
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+}
+
+TEST(recovery, without_a_spare_the_world_shrinks_and_training_finishes) {
+  testing::local_cluster c{{.steps = steps}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  c.signal_node("n1", SIGKILL);
+  const auto report = c.wait_done(240s);
+  expect_recovered(report, 1);
+  EXPECT_EQ(report["world"], 2) << "the world shrank from 4 to 2 ranks";
+  EXPECT_GE(report["recoveries"][0]["restored_step"].get<std::uint64_t>(), 35u) << "restored, not restarted";
+}
+
+TEST(recovery, a_restarted_supervisor_resumes_the_job_with_the_same_final_loss) {
+  const testing::cluster_options o{.steps = steps};
+  const double expected = reference_loss(o);
+  testing::local_cluster c{o};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  c.signal_node("n0", SIGKILL);
+  ASSERT_TRUE(c.wait_node("n0", 30s).has_value());
+  c.start("n0");
+  const auto report = c.wait_done(240s);
+  expect_recovered(report, 1);
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected)) << c.log("n0");
+}
+
+TEST(recovery, past_the_restart_limit_the_job_stops_with_a_reason_and_exit_status_1) {
+  testing::local_cluster c{{.steps = 2000, .extra = "\n[recovery]\nmax_restarts_per_rank = 1\nbackoff = \"0s\"\n"}};
+  c.start_all();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(c.wait_for([&](const nlohmann::json& s) { return s.value("state", "") == "running" && s["epoch"] == i + 1; },
+                           120s))
+        << c.log("n0");
+    ASSERT_TRUE(c.wait_step(static_cast<std::uint64_t>(10), 120s));
+    auto r = c.admin({"kill", "rank", "3", "--yes"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const auto report = c.wait_done(120s);
+  ASSERT_FALSE(report.is_null());
+  EXPECT_EQ(report["state"], "failed");
+  EXPECT_NE(report["reason"].get<std::string>().find("rank 3 failed 2 times (limit 1)"), std::string::npos)
+      << report["reason"];
+  auto st = c.wait_node("n0", 60s);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(*st, 1) << "a failed job exits with status 1";
+}
+
+}  // namespace
+}  // namespace rekindle

@@ -1,0 +1,54 @@
+// A real cluster on loopback: two rekindled daemons, four worker processes, RocksDB on disk.
+
+#include <gtest/gtest.h>
+
+#include "tests/support/cluster.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(cluster, a_job_trains_to_the_end_and_every_process_exits) {
+  testing::local_cluster c{{.steps = 60}};
+  c.start_all();
+  const auto report = c.wait_done(180s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  EXPECT_EQ(report["state"], "completed");
+  EXPECT_EQ(report["step"], 60);
+  EXPECT_EQ(report["epoch"], 1);
+  ASSERT_EQ(report["losses"].size(), 60u);
+  // The built-in corpus is learnable: the loss falls from ln(256).
+  EXPECT_NEAR(report["losses"][0].get<double>(), 5.55, 0.3);
+  EXPECT_LT(testing::final_loss(report), report["losses"][0].get<double>() - 0.5);
+  EXPECT_EQ(report["recoveries"].size(), 0u);
+  for (const auto& n : c.node_names()) {
+    auto st = c.wait_node(n, 60s);
+    ASSERT_TRUE(st.has_value()) << n << " did not exit";
+    EXPECT_EQ(*st, 0) << c.log(n);
+  }
+}
+
+TEST(cluster, status_and_bad_admin_requests_through_the_shell) {
+  testing::local_cluster c{{.steps = 2000}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
+  auto r = c.admin({"status", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto s = nlohmann::json::parse(r.out);
+  EXPECT_EQ(s["state"], "running");
+  EXPECT_EQ(s["world"], 4);
+  r = c.admin({"kill", "rank", "7", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rank 7 is not in the job (world 4)"), std::string::npos) << r.err;
+  r = c.admin({"kill", "rank", "1"});
+  EXPECT_EQ(r.exit_code, 2) << "destructive commands need --yes";
+  r = c.admin({"stop", "--yes"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto report = c.wait_done(60s);
+  ASSERT_FALSE(report.is_null());
+  EXPECT_EQ(report["state"], "stopped");
+}
+
+}  // namespace
+}  // namespace rekindle

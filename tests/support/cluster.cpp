@@ -1,0 +1,160 @@
+#include "tests/support/cluster.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <thread>
+
+#include "storage/snapshot_slot.hpp"
+#include "tests/support/wait.hpp"
+
+namespace rekindle::testing {
+
+namespace fs = std::filesystem;
+
+local_cluster::local_cluster(cluster_options options) : options_(std::move(options)) {
+  config_ = dir_.path() / "cluster.toml";
+  data_ = dir_.path() / "data";
+  std::string toml = "[cluster]\nname = \"test\"\nranks_per_node = " + std::to_string(options_.ranks_per_node) + "\n";
+  for (const auto& n : node_names())
+    toml += "\n[[nodes]]\nname = \"" + n + "\"\nhost = \"127.0.0.1\"\n" + (n == "s0" ? "spare = true\n" : "");
+  toml += "\n[job]\nname = \"test\"\nsteps = " + std::to_string(options_.steps) +
+          "\nglobal_batch = 8\nmicro_batch = 2\nseed = 7\n"
+          "\n[model]\nlayers = 2\nheads = 2\nwidth = 32\nseq_len = 16\n"
+          "\n[checkpoint]\nsnapshot_every = " +
+          std::to_string(options_.snapshot_every) +
+          "\n"
+          "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"1s\"\nhang = \"20s\"\nrendezvous = \"60s\"\ncollective = \"3s\"\n"
+          "\n[transport]\nnet_devices = \"lo\"\n"
+          "\n[daemon]\ndata_dir = \"" +
+          data_.string() + "\"\n" + options_.extra;
+  std::ofstream(config_) << toml;
+}
+
+local_cluster::~local_cluster() {
+  for (auto& [name, d] : daemons_)
+    d->kill_all();
+  // Daemons killed on purpose left their snapshot slots behind.
+  for (const auto& n : node_names())
+    (void)storage::snapshot_slot::remove_with_prefix(storage::snapshot_slot::name_prefix(data_ / n, "test"));
+}
+
+std::vector<std::string> local_cluster::node_names() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < options_.nodes; ++i)
+    out.push_back("n" + std::to_string(i));
+  if (options_.spare)
+    out.push_back("s0");
+  return out;
+}
+
+void local_cluster::start(const std::string& node) {
+  fs::create_directories(data_);
+  daemons_[node] = std::make_unique<child_process>(
+      std::vector<std::string>{(bin_dir() / "rekindled").string(), "--config", config_.string(), "--node", node,
+                               "--exit-when-done"},
+      dir_.path() / (node + ".log"));
+}
+
+void local_cluster::start_all() {
+  for (const auto& n : node_names())
+    start(n);
+}
+
+void local_cluster::signal_node(const std::string& node, int sig) {
+  if (auto it = daemons_.find(node); it != daemons_.end())
+    it->second->signal(sig);
+}
+
+std::optional<int> local_cluster::wait_node(const std::string& node, std::chrono::milliseconds timeout) {
+  auto it = daemons_.find(node);
+  if (it == daemons_.end())
+    return std::nullopt;
+  auto raw = it->second->wait_for(timeout);
+  if (!raw)
+    return std::nullopt;
+  return WIFEXITED(*raw) ? WEXITSTATUS(*raw) : 128 + WTERMSIG(*raw);
+}
+
+nlohmann::json local_cluster::status() const {
+  std::ifstream in(data_ / "status.json");
+  if (!in)
+    return nullptr;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+nlohmann::json local_cluster::report() const {
+  std::ifstream in(data_ / "report.json");
+  if (!in)
+    return nullptr;
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+bool local_cluster::wait_for(const std::function<bool(const nlohmann::json&)>& pred, std::chrono::milliseconds timeout) const {
+  return wait_until(
+      [&] {
+        auto s = status();
+        return !s.is_null() && pred(s);
+      },
+      timeout);
+}
+
+bool local_cluster::wait_step(std::uint64_t step, std::chrono::milliseconds timeout) const {
+  return wait_for(
+      [&](const nlohmann::json& s) {
+        if (s.value("state", "") != "running" || s["ranks"].empty())
+          return false;
+        for (const auto& r : s["ranks"])
+          if (r.value("step", 0ull) < step)
+            return false;
+        return true;
+      },
+      timeout);
+}
+
+nlohmann::json local_cluster::wait_done(std::chrono::milliseconds timeout) const {
+  nlohmann::json out;
+  (void)wait_until(
+      [&] {
+        out = report();
+        return !out.is_null();
+      },
+      timeout);
+  return out;
+}
+
+int local_cluster::rank_pid(int rank) const {
+  const auto s = status();
+  if (s.is_null())
+    return -1;
+  for (const auto& r : s["ranks"])
+    if (r.value("rank", -1) == rank)
+      return r.value("pid", -1);
+  return -1;
+}
+
+process_result local_cluster::admin(std::vector<std::string> args) const {
+  std::vector<std::string> argv{(bin_dir() / "rekindle").string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--config");
+  argv.push_back(config_.string());
+  return run_process(argv, std::chrono::seconds{60});
+}
+
+std::string local_cluster::log(const std::string& node) const { return read_file(dir_.path() / (node + ".log")); }
+
+double final_loss(const nlohmann::json& report) {
+  const auto& losses = report.at("losses");
+  return losses.empty() ? 0.0 : losses.back().get<double>();
+}
+
+}  // namespace rekindle::testing

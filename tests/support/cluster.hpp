@@ -1,0 +1,80 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace rekindle::testing {
+
+/// The cluster a test runs: its configuration file's knobs.
+struct cluster_options {
+  int nodes = 2;
+  int ranks_per_node = 2;
+  /// Adds a spare node "s0" after the worker nodes.
+  bool spare = false;
+  std::uint64_t steps = 200;
+  std::uint64_t snapshot_every = 5;
+  /// Extra TOML appended to the file (e.g. "[recovery]\nmax_restarts_per_rank = 1\n").
+  std::string extra;
+};
+
+/// A rekindle cluster on loopback: one rekindled per node in a temporary data directory, the
+/// embedded tiny model, ports 0. Every process it starts is killed when it goes away, even when
+/// the test fails (workers die with their daemons).
+class local_cluster {
+ public:
+  explicit local_cluster(cluster_options options = {});
+  ~local_cluster();
+
+  [[nodiscard]] const std::filesystem::path& config() const noexcept { return config_; }
+  [[nodiscard]] const std::filesystem::path& data_dir() const noexcept { return data_; }
+  [[nodiscard]] std::vector<std::string> node_names() const;
+
+  /// Starts the daemon of `node` (with --exit-when-done).
+  void start(const std::string& node);
+  void start_all();
+  /// Sends `sig` to the daemon of `node` (its workers die with it).
+  void signal_node(const std::string& node, int sig);
+  /// Waits for the daemon of `node` to exit; its exit status (128 + the signal when a signal
+  /// ended it), or nullopt on timeout.
+  std::optional<int> wait_node(const std::string& node, std::chrono::milliseconds timeout);
+
+  /// The supervisor's status.json, or null before it exists.
+  [[nodiscard]] nlohmann::json status() const;
+  /// report.json once the job ended, else null.
+  [[nodiscard]] nlohmann::json report() const;
+  /// Polls status.json until `pred` holds.
+  bool wait_for(const std::function<bool(const nlohmann::json&)>& pred, std::chrono::milliseconds timeout) const;
+  /// Until every rank reported at least `step` in `epoch` or later.
+  bool wait_step(std::uint64_t step, std::chrono::milliseconds timeout) const;
+  /// Until report.json exists; returns it.
+  nlohmann::json wait_done(std::chrono::milliseconds timeout) const;
+  /// The pid of `rank`'s worker process, from status.json.
+  [[nodiscard]] int rank_pid(int rank) const;
+  /// Runs `rekindle ARGS... --config FILE` and returns what it did.
+  process_result admin(std::vector<std::string> args) const;
+  /// The log of `node`'s daemon.
+  [[nodiscard]] std::string log(const std::string& node) const;
+
+ private:
+  cluster_options options_;
+  temp_dir dir_{"rekindle-cluster"};
+  std::filesystem::path config_;
+  std::filesystem::path data_;
+  std::map<std::string, std::unique_ptr<child_process>> daemons_;
+};
+
+/// The loss the job ended with: report["losses"] at its last step.
+double final_loss(const nlohmann::json& report);
+
+}  // namespace rekindle::testing
