@@ -168,6 +168,10 @@ caf::behavior agent_actor::make_behavior() {
           ::kill(w->pid, k.signal);
         }
       },
+      [this](const envelope&, const fail_node& f) {
+        spdlog::warn("agent: node fault drill ({}): this daemon dies now", f.reason);
+        ::kill(getpid(), SIGKILL);
+      },
       [this](const envelope&, const job_finished& j) {
         finished_ = true;
         spdlog::info("agent: job {} {}", j.state, j.reason);

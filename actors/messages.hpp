@@ -162,6 +162,11 @@ struct kill_request {
   std::string reason;
 };
 
+/// Fault drill: the node's daemon dies at once (SIGKILL to itself), as a lost node does.
+struct fail_node {
+  std::string reason;
+};
+
 /// The job ended; workers stop, daemons stay or exit as configured.
 struct job_finished {
   /// "completed", "failed", "stopped".
@@ -268,6 +273,7 @@ RK_INSPECT(progress_batch, x.node, x.reports)
 RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.connect_ns, x.restore_ns)
 RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)
 RK_INSPECT(kill_request, x.rank, x.signal, x.reason)
+RK_INSPECT(fail_node, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
 RK_INSPECT(worker_hello, x.pid, x.local_index, x.standby)
 RK_INSPECT(worker_activate, x.local_index)

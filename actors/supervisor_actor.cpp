@@ -285,8 +285,12 @@ caf::behavior supervisor_actor::make_behavior() {
           agents_.erase(it);
           if (finished_)
             return;
-          open_recovery("node " + ctx_->spec.nodes.at(n.value()).name + " lost (" + e.reason + ")", {}, n,
-                        injected_.contains(1000000 + n.value()) ? injected_[1000000 + n.value()] : 0);
+          std::int64_t injected = 0;
+          if (auto inj = injected_nodes_.find(n.value()); inj != injected_nodes_.end()) {
+            injected = inj->second;
+            injected_nodes_.erase(inj);
+          }
+          open_recovery("node " + ctx_->spec.nodes.at(n.value()).name + " lost (" + e.reason + ")", {}, n, injected);
           execute(policy_.on_node_lost(n, e.reason));
           return;
         }
@@ -375,10 +379,10 @@ caf::behavior supervisor_actor::make_behavior() {
         }
       },
       [this](const envelope&, const rank_exited& e) {
-        auto it = injected_.find(e.rank.value());
-        const std::int64_t injected = it != injected_.end() ? it->second : 0;
-        if (it != injected_.end())
-          injected_.erase(it);
+        auto it = injected_ranks_.find(e.rank.value());
+        const std::int64_t injected = it != injected_ranks_.end() ? it->second : 0;
+        if (it != injected_ranks_.end())
+          injected_ranks_.erase(it);
         event("rank_exited", e.detail, e.rank, e.node, {{"signal", std::to_string(e.signal)}, {"exit_code", std::to_string(e.exit_code)}});
         if (e.epoch == policy_.epoch())
           open_recovery("rank " + std::to_string(e.rank.value()) + " " + e.detail, e.rank, e.node, injected);
@@ -502,10 +506,29 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     auto it = std::find_if(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.rank.value() == rank; });
     if (it == placement.end())
       return {0, 2, "rank " + std::to_string(rank) + " is not in the job (world " + std::to_string(policy_.world()) + ")", ""};
-    injected_[rank] = now_ns(*ctx_->time);
+    injected_ranks_[rank] = now_ns(*ctx_->time);
     event("fault_injected", "kill rank " + std::to_string(rank) + " with signal " + std::to_string(sig), it->rank, it->node);
     to_agent(it->node, policy_.epoch(), caf::make_message(kill_request{it->rank, sig, "operator"}));
     return {0, 0, "rank " + std::to_string(rank) + " sent signal " + std::to_string(sig), ""};
+  }
+  if (r.command == "fail-node") {
+    if (!admin_role)
+      return refuse();
+    if (r.args.empty())
+      return {0, 2, "usage: fail node NAME", ""};
+    const auto n = ctx_->spec.find_node(r.args[0]);
+    if (!n) {
+      std::vector<std::string> names;
+      for (const auto& node : ctx_->spec.nodes)
+        names.push_back(node.name);
+      return {0, 2, "no node '" + r.args[0] + "'" + did_you_mean(r.args[0], names), ""};
+    }
+    if (!agents_.contains(*n))
+      return {0, 2, "node " + r.args[0] + " is not up", ""};
+    injected_nodes_[n->value()] = now_ns(*ctx_->time);
+    event("fault_injected", "fail node " + r.args[0], {}, *n);
+    to_agent(*n, epoch_t{0}, caf::make_message(fail_node{"operator drill"}));
+    return {0, 0, "node " + r.args[0] + " fails now", ""};
   }
   if (r.command == "stop") {
     if (!admin_role)

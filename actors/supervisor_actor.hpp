@@ -100,8 +100,9 @@ class supervisor_actor : public caf::event_based_actor {
   std::vector<double> step_seconds_;
   std::vector<recovery_record> recoveries_;
   std::optional<std::size_t> open_recovery_;
-  /// Injected faults waiting for their failure report: rank → injection time.
-  std::map<std::uint32_t, std::int64_t> injected_;
+  /// Injected faults waiting for their failure report: rank or node → injection time.
+  std::map<std::uint32_t, std::int64_t> injected_ranks_;
+  std::map<std::uint32_t, std::int64_t> injected_nodes_;
   std::int64_t started_ns_ = 0;
   std::uint64_t max_step_ = 0;
   bool finished_ = false;

@@ -106,6 +106,25 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
   }
   {
     auto o = std::make_shared<connection_options>();
+    auto what = std::make_shared<std::string>();
+    auto node = std::make_shared<std::string>();
+    auto yes = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("fail", "Fault drill: a node's daemon dies at once, as a lost node does");
+    add_connection_options(cmd, *o);
+    cmd->add_option("what", *what, "'node'")->required()->check(CLI::IsMember({"node"}));
+    cmd->add_option("name", *node, "The node")->required();
+    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
+    cmd->callback([o, what, node, yes, &exit_code] {
+      if (!*yes) {
+        std::cerr << "rekindle: fail node is destructive; add --yes to confirm\n";
+        exit_code = 2;
+        return;
+      }
+      exit_code = run(*o, "fail-node", {*node});
+    });
+  }
+  {
+    auto o = std::make_shared<connection_options>();
     auto yes = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("stop", "Stop the job: every rank ends, state is kept");
     add_connection_options(cmd, *o);

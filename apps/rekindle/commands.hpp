@@ -15,4 +15,8 @@ void add_plan_command(CLI::App& app, int& exit_code);
 /// commands to the running job's supervisor.
 void add_admin_commands(CLI::App& app, int& exit_code);
 
+/// `rekindle demo [--data-dir DIR] [--steps N] [--no-faults]`: a local cluster, a job, injected
+/// failures and the recovery report.
+void add_demo_command(CLI::App& app, int& exit_code);
+
 }  // namespace rekindle::apps

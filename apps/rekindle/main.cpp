@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   rekindle::apps::add_plan_command(app, exit_code);
   rekindle::apps::add_admin_commands(app, exit_code);
+  rekindle::apps::add_demo_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

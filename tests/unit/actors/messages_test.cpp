@@ -69,6 +69,7 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(round_trip(snapshot_held{epoch_t{1}, rank_id{1}, step_t{3}, node_id{1}, 1}).kind, 1);
   EXPECT_EQ(round_trip(kill_request{rank_id{1}, 19, "drill"}).signal, 19);
   EXPECT_EQ(round_trip(job_finished{"failed", "limit"}).reason, "limit");
+  EXPECT_EQ(round_trip(fail_node{"drill"}).reason, "drill");
   EXPECT_TRUE(round_trip(worker_hello{12, 1, true}).standby);
   EXPECT_EQ(round_trip(worker_activate{3}).local_index, 3u);
   EXPECT_EQ(round_trip(worker_heartbeat{3}).local_index, 3u);
@@ -85,7 +86,7 @@ TEST_F(system_fixture, every_message_type_round_trips) {
 
 TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
   const auto names = message_type_names();
-  EXPECT_EQ(names.size(), 27u);
+  EXPECT_EQ(names.size(), 28u);
   for (const auto& n : names)
     EXPECT_FALSE(n.empty());
   EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());
