@@ -25,7 +25,7 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
           "\n[checkpoint]\nsnapshot_every = " +
           std::to_string(options_.snapshot_every) +
           "\n"
-          "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"1s\"\nhang = \"20s\"\nrendezvous = \"60s\"\ncollective = \"3s\"\n"
+          "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"20s\"\nrendezvous = \"60s\"\ncollective = \"5s\"\n"
           "\n[transport]\nnet_devices = \"lo\"\n"
           "\n[daemon]\ndata_dir = \"" +
           data_.string() + "\"\n" + options_.extra;
