@@ -2,6 +2,8 @@
 
 #include <fstream>
 
+#include "actors/node_context.hpp"
+
 namespace rekindle::actors {
 
 std::string find_supervisor(const config::spec& spec, const std::filesystem::path& data_dir) {
@@ -27,10 +29,7 @@ expected<std::unique_ptr<admin_client>> admin_client::connect(const config::spec
   const auto colon = c->address_.rfind(':');
   if (colon == std::string::npos)
     return status{errc::invalid_argument, "'" + c->address_ + "' is not host:port"};
-  register_message_types(c->cfg_);
-  register_bridge_types(c->cfg_);
-  c->cfg_.set("scheduler.max-threads", std::size_t{1});
-  c->cfg_.set("logger.console", caf::atom("none"));
+  configure_actor_system(c->cfg_, 1);
   c->system_ = std::make_unique<caf::actor_system>(c->cfg_);
   transport::messenger_options o;
   o.name = "rekindle shell";

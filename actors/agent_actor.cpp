@@ -1,8 +1,6 @@
 #include "actors/agent_actor.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +8,7 @@
 
 #include <cstring>
 
+#include "common/process.hpp"
 #include "common/text.hpp"
 
 namespace rekindle::actors {
@@ -139,6 +138,8 @@ caf::behavior agent_actor::make_behavior() {
       [this](const envelope&, const rank_restored& r) { to_supervisor(r.epoch, caf::make_message(r)); },
       [this](const envelope&, const rank_trouble& t) { to_supervisor(t.epoch, caf::make_message(t)); },
       [this](const envelope&, const progress_report& p) {
+        if (p.epoch == epoch_)
+          trained_epoch_ = epoch_;
         progress_.push_back(p);
         if (progress_.size() >= 64 || ctx_->time->now() - started_at_ < std::chrono::seconds{2})
           flush_progress();
@@ -278,7 +279,6 @@ void agent_actor::spawn_worker(std::uint32_t local_index) {
     spdlog::info("agent activates standby pid={} as local rank {} epoch={}", placed.pid, local_index, epoch_.value());
     to_worker(placed, epoch_t{0}, caf::make_message(worker_activate{local_index}));
     assign_worker(placed);
-    ensure_standby();
     return;
   }
   const auto pid = fork_worker(local_index);
@@ -293,7 +293,9 @@ void agent_actor::spawn_worker(std::uint32_t local_index) {
 }
 
 void agent_actor::ensure_standby() {
-  if (standby_ || finished_ || epoch_.value() == 0)
+  // Not while an epoch starts: a new process competes for the cores the recovering ranks need.
+  // The next standby comes once the epoch trains.
+  if (standby_ || finished_ || epoch_.value() == 0 || trained_epoch_ != epoch_)
     return;
   const auto pid = fork_worker(std::nullopt);
   if (pid < 0)
@@ -322,37 +324,12 @@ std::int32_t agent_actor::fork_worker(std::optional<std::uint32_t> local_index) 
   } else {
     args.push_back("--standby");
   }
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    // Between fork and exec: async-signal-safe calls only. The daemon's threads block the stop
-    // signals and SIGCHLD; the worker must not inherit that mask.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(127);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  if (fd >= 0)
-    ::close(fd);
-  if (pid < 0) {
-    spdlog::error("agent cannot fork a worker: {}", std::strerror(errno));
+  auto pid = spawn_child(args, {.log = log});
+  if (!pid) {
+    spdlog::error("agent cannot start a worker: {}", pid.error().message());
     return -1;
   }
-  return pid;
+  return *pid;
 }
 
 void agent_actor::flush_progress() {

@@ -79,6 +79,8 @@ class agent_actor : public caf::event_based_actor {
   std::optional<start_training> started_;
   /// When the current epoch's start went to the workers: progress is relayed at once for a while
   /// after it (recoveries are measured to the first step), batched otherwise.
+  /// The last epoch whose ranks reported a step (a standby is made only then).
+  epoch_t trained_epoch_{0};
   clock::time_point started_at_;
 };
 

@@ -117,6 +117,8 @@ struct progress_report {
   rank_id rank;
   step_t step;
   double loss = 0;
+  /// From the end of the rank's previous step (its own start for the first of an epoch) to the
+  /// end of this one: the loop's period, with the previous snapshot and report in it.
   std::int64_t step_ns = 0;
   std::int64_t compute_ns = 0;
   std::int64_t communication_ns = 0;

@@ -3,9 +3,18 @@
 #include <algorithm>
 #include <fstream>
 
+#include "actors/messages.hpp"
 #include "storage/snapshot_slot.hpp"
 
 namespace rekindle::actors {
+
+void configure_actor_system(caf::actor_system_config& cfg, std::size_t threads) {
+  register_message_types(cfg);
+  register_bridge_types(cfg);
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads", std::max<std::size_t>(threads, 1));
+  cfg.set("logger.console", caf::atom("none"));
+}
 
 std::string node_context::slot_name(std::uint32_t local_index) const {
   return storage::snapshot_slot::name_for(node_dir, spec.job.name, local_index);

@@ -15,6 +15,12 @@
 
 namespace rekindle::actors {
 
+/// Prepares the actor system of a rekindle process: every message type registered, `threads`
+/// scheduler threads that sleep on a condition variable when idle (CAF's work-sharing policy; the
+/// default work stealing polls for tens of milliseconds after each message, cycles taken from
+/// training), CAF's own console log off.
+void configure_actor_system(caf::actor_system_config& cfg, std::size_t threads);
+
 /// How the agent reaches the supervisor: through the bridge, to the peer it connected to. The
 /// checkpoint actor sends through it too.
 ///

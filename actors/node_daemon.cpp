@@ -76,10 +76,7 @@ int run_node_daemon(daemon_options o) {
   const bool is_supervisor = *node == o.spec.supervisor_node();
 
   caf::actor_system_config cfg;
-  register_message_types(cfg);
-  register_bridge_types(cfg);
-  cfg.set("scheduler.max-threads", static_cast<std::size_t>(o.spec.daemon.actor_threads));
-  cfg.set("logger.console", caf::atom("none"));
+  configure_actor_system(cfg, o.spec.daemon.actor_threads);
   caf::actor_system sys{cfg};
 
   const auto& me = o.spec.nodes.at(node->value());

@@ -459,7 +459,12 @@ std::string supervisor_actor::status_json(bool full) const {
             {"respawn_s", r.respawn_s()},
             {"rendezvous_s", r.rendezvous_s()},
             {"restore_s", r.restore_s()},
-            {"total_s", r.total_s()}};
+            {"total_s", r.total_s()},
+            // Monotonic clock (CLOCK_MONOTONIC) readings, for tools on the same host.
+            {"detected_at_ns", r.detected_ns},
+            {"first_step_at_ns", r.first_step_ns}};
+    if (r.injected_ns > 0)
+      rj["injected_at_ns"] = r.injected_ns;
     if (r.rank)
       rj["rank"] = *r.rank;
     if (r.node)

@@ -180,6 +180,15 @@ status worker_runtime::restore(const start_training& start, training::training_t
       auto view = slot_->at_step(start.restore_step, true);
       if (view && header_u32(view->data, "rank") == s.old_rank.value() &&
           header_u32(view->data, "world_size") == start.restore_world) {
+        if (same_world) {
+          // Straight from the slot: nothing writes it while this rank restores, and a write that
+          // raced the import anyway is caught after it.
+          auto st = task.import_state(std::vector<std::span<const std::byte>>{view->data});
+          if (st.ok() && !slot_->still_valid(*view))
+            st = status{errc::unavailable, "the snapshot of step " + std::to_string(start.restore_step.value()) +
+                                               " was overwritten while it was read"};
+          return st;
+        }
         held.push_back(transport::shared_bytes::copy_of(view->data));
         if (!slot_->still_valid(*view))
           return status{errc::unavailable, "the snapshot of step " + std::to_string(start.restore_step.value()) +
@@ -231,40 +240,57 @@ void worker_runtime::train(const start_training& start) {
   }
   const auto connect_ns = ns_since(t0);
   spdlog::debug("ring connected in {} ms", connect_ns / 1000000);
-  training::task_options options;
-  options.device = device_for(ctx_.spec, ctx_.node, *ctx_.local_index);
-  auto task = training::make_training_task(ctx_.spec, static_cast<int>(a.rank.value()), static_cast<int>(a.world), *comm,
-                                           options);
-  if (!task) {
-    spdlog::error("worker cannot build its training task: {}", task.error().message());
-    to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, task.error().message()}));
-    exit_status_ = 5;
-    push(finish{"no task"});
-    return;
+  // The task of the last epoch carries over when rank and world stay (a survivor): its memory is
+  // warm and only the communicator changes. Otherwise a new one, uninitialised when a state will
+  // be imported into it anyway.
+  const auto task_start = clock_type::now();
+  if (task_ && (start.restore_step.value() == 0 || !task_->rebind(*comm).ok()))
+    task_.reset();  // back to step 0 means the seed's initialisation: a new task
+  if (!task_) {
+    training::task_options options;
+    options.device = device_for(ctx_.spec, ctx_.node, *ctx_.local_index);
+    options.initialize = start.restore_step.value() == 0;
+    auto made = training::make_training_task(ctx_.spec, static_cast<int>(a.rank.value()), static_cast<int>(a.world),
+                                             *comm, options);
+    if (!made) {
+      spdlog::error("worker cannot build its training task: {}", made.error().message());
+      to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, made.error().message()}));
+      exit_status_ = 5;
+      push(finish{"no task"});
+      return;
+    }
+    task_ = std::move(*made);
+    spdlog::debug("training task ready in {} ms", ns_since(task_start) / 1000000);
   }
-  spdlog::debug("training task ready");
+  training::training_task* task = task_.get();
   t0 = clock_type::now();
   std::string source = "none";
   if (start.restore_step.value() > 0) {
-    if (auto s = restore(start, **task, source); !s.ok()) {
+    if (auto s = restore(start, *task, source); !s.ok()) {
       spdlog::error("worker cannot restore: {}", s.message());
       to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
       return;
     }
   }
+  spdlog::debug("restored step {} from {} in {} ms", start.restore_step.value(), source, ns_since(t0) / 1000000);
   to_agent(a.epoch, caf::make_message(rank_restored{a.epoch, a.rank, start.restore_step, source, connect_ns, ns_since(t0)}));
   const auto every = ctx_.spec.checkpoint.snapshot_every;
   const auto tokens = static_cast<std::uint64_t>(ctx_.spec.job.global_batch) * ctx_.spec.model.seq_len;
-  while ((*task)->current_step().value() < (*task)->total_steps()) {
+  // A step's time runs from the end of the one before (or its own start, first in an epoch): the
+  // period of the loop, with the snapshot and report of the previous step in it.
+  std::optional<clock_type::time_point> previous_end;
+  while (task->current_step().value() < task->total_steps()) {
     if (interrupted())
       return;
-    const auto step_start = clock_type::now();
-    auto r = (*task)->step();
+    const auto step_start = previous_end.value_or(clock_type::now());
+    auto r = task->step();
     if (!r) {
       if (!interrupted() && !comm->aborted())
         to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, r.error().message()}));
       return;
     }
+    if (!previous_end)
+      spdlog::debug("first step of epoch {} in {} ms", a.epoch.value(), ns_since(step_start) / 1000000);
     progress_report p{a.epoch,
                       a.rank,
                       r->step,
@@ -278,11 +304,11 @@ void worker_runtime::train(const start_training& start) {
       // The training stall: export straight into the slot's free half, publish.
       const auto snap_start = clock_type::now();
       auto half = slot_->begin_write();
-      if (half && half->size() >= (*task)->state_size() && (*task)->export_state(*half).ok() &&
-          slot_->publish(r->step, (*task)->state_size()).ok()) {
+      if (half && half->size() >= task->state_size() && task->export_state(*half).ok() &&
+          slot_->publish(r->step, task->state_size()).ok()) {
         p.snapshot_ns = ns_since(snap_start);
         to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
-                                                                (*task)->state_size(), 0}));
+                                                                task->state_size(), 0}));
       } else {
         spdlog::error("snapshot of step {} failed: {}", r->step.value(),
                       half ? "export or publish failed" : half.error().message());
@@ -292,8 +318,9 @@ void worker_runtime::train(const start_training& start) {
     // The next epoch's mailbox, once this one trains: never on the recovery path.
     if (r->step.value() == start.restore_step.value() + 1)
       (void)ring_->prepare();
+    previous_end = clock_type::now();
   }
-  spdlog::info("rank {} finished all {} steps", a.rank.value(), (*task)->total_steps());
+  spdlog::info("rank {} finished all {} steps", a.rank.value(), task->total_steps());
 }
 
 namespace {
@@ -308,6 +335,29 @@ transport::ring_options ring_options_of(const config::spec& spec, epoch_t epoch)
 }
 }  // namespace
 
+void worker_runtime::prepare_standby_task() {
+  // The task a standby is likely to need, built while nothing fails: rank 0 of the configured
+  // world, memory allocated and touched, parameters not initialised (a state is imported on
+  // activation). Only on the CPU: a GPU standby does not know its device yet.
+  const auto t0 = clock_type::now();
+  const int world = static_cast<int>(ctx_.spec.world_size());
+  standby_comm_ = std::make_unique<transport::unconnected_communicator>(0, world);
+  training::task_options options;
+  options.device = device_for(ctx_.spec, ctx_.node, 0);
+  options.initialize = false;
+  if (options.device.type == kernels::device_request::kind::cuda)
+    return;
+  auto made = training::make_training_task(ctx_.spec, 0, world, *standby_comm_, options);
+  if (!made) {
+    spdlog::debug("standby builds its task on activation: {}", made.error().message());
+    return;
+  }
+  if ((*made)->device() != kernels::device_kind::cpu)
+    return;
+  task_ = std::move(*made);
+  spdlog::debug("standby task ready in {} ms (rank 0 of {})", ns_since(t0) / 1000000, world);
+}
+
 int worker_runtime::run() {
   if (auto r = transport::ring_resources::create(ring_options_of(ctx_.spec, epoch_t{0})); r) {
     ring_ = std::move(*r);
@@ -317,6 +367,8 @@ int worker_runtime::run() {
   }
   to_agent(epoch_t{0}, caf::make_message(worker_hello{static_cast<std::uint32_t>(getpid()), ctx_.local_index.value_or(~0u),
                                                       !ctx_.local_index.has_value()}));
+  if (!ctx_.local_index)
+    prepare_standby_task();
   for (;;) {
     command c;
     {
@@ -332,6 +384,7 @@ int worker_runtime::run() {
       return exit_status_;
     }
     if (auto* act = std::get_if<worker_activate>(&c)) {
+      const auto to = clock_type::now();
       auto slot = storage::snapshot_slot::open(
           storage::snapshot_slot::name_for(ctx_.node_dir, ctx_.spec.job.name, act->local_index));
       if (!slot) {
@@ -341,7 +394,9 @@ int worker_runtime::run() {
       }
       slot_ = std::move(*slot);
       ctx_.local_index = act->local_index;
-      spdlog::info("standby activated as local rank {}", act->local_index);
+      if (task_ && device_for(ctx_.spec, ctx_.node, act->local_index).type == kernels::device_request::kind::cuda)
+        task_.reset();  // built for the CPU; this rank trains on a GPU
+      spdlog::info("standby activated as local rank {} (slot opened in {} ms)", act->local_index, ns_since(to) / 1000000);
       continue;
     }
     if (auto* a = std::get_if<worker_assignment>(&c)) {

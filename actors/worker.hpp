@@ -78,6 +78,7 @@ class worker_runtime {
   void push(command c);
   void abort_current(epoch_t newer);
   void train(const start_training& start);
+  void prepare_standby_task();
   [[nodiscard]] status restore(const start_training& start, training::training_task& task, std::string& source);
   [[nodiscard]] expected<transport::shared_bytes> fetch(const state_request& r, std::chrono::nanoseconds timeout);
   void deliver(std::uint64_t id, expected<transport::shared_bytes> bytes);
@@ -94,6 +95,11 @@ class worker_runtime {
   std::condition_variable cv_;
   std::deque<command> commands_;
   std::unique_ptr<transport::ring_communicator> comm_;
+  /// What a standby's pre-built task is bound to until activation.
+  std::unique_ptr<transport::communicator> standby_comm_;
+  /// The training task; kept across epochs while the world stays (a standby's is rebound to the
+  /// rank it takes over). Training thread only.
+  std::unique_ptr<training::training_task> task_;
   /// The ring's UCX worker and spare mailbox, kept across epochs (and made while on standby).
   std::shared_ptr<transport::ring_resources> ring_;
   std::optional<worker_assignment> assignment_;

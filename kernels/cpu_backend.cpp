@@ -1,3 +1,5 @@
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -49,8 +51,15 @@ class cpu_backend final : public backend {
   const param_layout& layout() const noexcept override { return layout_; }
 
   expected<device_buffer> allocate(std::size_t count) override {
-    const std::size_t bytes = (std::max<std::size_t>(count, 1) * sizeof(float) + 63) / 64 * 64;
-    auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    // Large buffers on 2 MiB boundaries, backed by transparent huge pages where the kernel offers
+    // them: 512 times fewer page faults when a fresh process (a restarted rank) first touches them.
+    constexpr std::size_t huge = std::size_t{2} << 20;
+    const std::size_t raw = std::max<std::size_t>(count, 1) * sizeof(float);
+    const std::size_t align = raw >= 2 * huge ? huge : 64;
+    const std::size_t bytes = (raw + align - 1) / align * align;
+    auto* p = static_cast<float*>(std::aligned_alloc(align, bytes));
+    if (p != nullptr && align == huge)
+      (void)madvise(p, bytes, MADV_HUGEPAGE);
     if (p == nullptr)
       return status{errc::resource_exhausted, "cannot allocate " + std::to_string(bytes) + " bytes of host memory"};
     std::memset(p, 0, bytes);

@@ -81,8 +81,9 @@ class data_parallel_task final : public training_task {
       return status{errc::invalid_argument, "micro_batches_per_rank sums to " + std::to_string(total) +
                                                 ", a step has " + std::to_string(micro_batches_) +
                                                 " micro-batches (global_batch / micro_batch)"};
-    first_micro_ = std::accumulate(counts.begin(), counts.begin() + rank_, std::uint32_t{0});
-    my_micro_ = counts[static_cast<std::size_t>(rank_)];
+    counts_ = std::move(counts);
+    first_micro_ = std::accumulate(counts_.begin(), counts_.begin() + rank_, std::uint32_t{0});
+    my_micro_ = counts_[static_cast<std::size_t>(rank_)];
 
     RK_ASSIGN_OR_RETURN(corpus data, load_corpus(spec.job, shape_.seq_len));
     sampler_.emplace(std::move(data), seed_, shape_.seq_len, micro_batch_);
@@ -109,15 +110,24 @@ class data_parallel_task final : public training_task {
       host_grads_.resize(padded_);
       host_shard_.resize(shard_);
     }
-    std::vector<float> init(padded_);
-    kernels::init_parameters(backend_->layout(), seed_, init);
-    RK_RETURN_IF_ERROR(backend_->upload(params_, 0, init));
+    if (options.initialize) {
+      if (backend_->host_memory()) {
+        kernels::init_parameters(backend_->layout(), seed_, std::span<float>(params_.data(), padded_));
+      } else {
+        std::vector<float> init(padded_);
+        kernels::init_parameters(backend_->layout(), seed_, init);
+        RK_RETURN_IF_ERROR(backend_->upload(params_, 0, init));
+      }
+    }
     tokens_.resize(std::size_t{micro_batch_} * shape_.seq_len);
     targets_.resize(tokens_.size());
     return {};
   }
 
   expected<step_result> step() override {
+    if (needs_import_)
+      return status{errc::failed_precondition, "the task became rank " + std::to_string(rank_) +
+                                                   " and holds another rank's optimizer shard: import a state first"};
     step_result r;
     const auto t0 = steady::now();
     RK_RETURN_IF_ERROR(backend_->zero(grads_, 0, padded_));
@@ -282,7 +292,24 @@ class data_parallel_task final : public training_task {
     RK_RETURN_IF_ERROR(load_shard(sources, m_, [](const state_view& v) { return v.m; }));
     RK_RETURN_IF_ERROR(load_shard(sources, v_, [](const state_view& v) { return v.v; }));
     step_ = first.step;
+    needs_import_ = false;
     return backend_->synchronize();
+  }
+
+  status rebind(transport::communicator& comm) override {
+    if (comm.size() != world_ || comm.rank() < 0 || comm.rank() >= world_)
+      return status{errc::invalid_argument, "the communicator is rank " + std::to_string(comm.rank()) + " of " +
+                                                std::to_string(comm.size()) + ", the task is for a world of " +
+                                                std::to_string(world_)};
+    if (comm.rank() != rank_) {
+      rank_ = comm.rank();
+      first_micro_ = std::accumulate(counts_.begin(), counts_.begin() + rank_, std::uint32_t{0});
+      my_micro_ = counts_[static_cast<std::size_t>(rank_)];
+      begin_ = static_cast<std::size_t>(rank_) * shard_;
+      needs_import_ = true;
+    }
+    comm_ = &comm;
+    return {};
   }
 
   int rank() const noexcept override { return rank_; }
@@ -356,17 +383,24 @@ class data_parallel_task final : public training_task {
   // Assembles the own shard [begin_, begin_ + shard_) of a moment buffer from the old shards.
   template <class Section>
   status load_shard(const std::vector<const state_view*>& sources, kernels::device_buffer& dst, Section section) {
-    std::vector<float> shard(shard_, 0.0f);
+    std::vector<float> staging;
+    float* shard = dst.data();
+    if (!backend_->host_memory()) {
+      staging.assign(shard_, 0.0f);
+      shard = staging.data();
+    } else {
+      std::fill(shard, shard + shard_, 0.0f);
+    }
     for (const state_view* v : sources) {
       const std::uint64_t lo = std::max<std::uint64_t>(v->header.shard_begin, begin_);
       const std::uint64_t hi = std::min<std::uint64_t>(v->header.shard_end, begin_ + shard_);
       if (lo >= hi)
         continue;
       const auto bytes = section(*v);
-      std::memcpy(shard.data() + (lo - begin_), bytes.data() + (lo - v->header.shard_begin) * sizeof(float),
+      std::memcpy(shard + (lo - begin_), bytes.data() + (lo - v->header.shard_begin) * sizeof(float),
                   (hi - lo) * sizeof(float));
     }
-    return backend_->upload(dst, 0, shard);
+    return backend_->host_memory() ? status{} : backend_->upload(dst, 0, staging);
   }
 
   kernels::model_shape shape_;
@@ -377,6 +411,7 @@ class data_parallel_task final : public training_task {
   int rank_;
   int world_;
   transport::communicator* comm_;
+  std::vector<std::uint32_t> counts_;
   std::uint32_t first_micro_ = 0;
   std::uint32_t my_micro_ = 0;
   std::optional<sampler> sampler_;
@@ -390,6 +425,8 @@ class data_parallel_task final : public training_task {
   std::vector<float> host_params_, host_grads_, host_shard_;
   std::vector<std::int32_t> tokens_, targets_;
   std::uint64_t step_ = 0;
+  /// Set when rebind changed the rank: the optimizer shard is another rank's until an import.
+  bool needs_import_ = false;
 };
 
 }  // namespace

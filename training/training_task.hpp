@@ -47,6 +47,10 @@ struct task_options {
   /// Micro-batches each rank runs per step (size = world size, sum = global_batch / micro_batch;
   /// zeros allowed). Default: empty, an equal split with the remainder on the lowest ranks.
   std::vector<std::uint32_t> micro_batches_per_rank;
+  /// Fill the parameters with the seed's initialisation. A task that will import a state before
+  /// its first step can skip it (the parameters start at zero): it is most of a large model's
+  /// start-up time. Default: true.
+  bool initialize = true;
 };
 
 /// One rank of the data-parallel training job, driven by the worker process.
@@ -86,6 +90,15 @@ class training_task {
   /// Every buffer is checked (see parse_state); the shape, seed and data must match the job's.
   /// On error the task is unchanged.
   [[nodiscard]] virtual status import_state(std::span<const std::span<const std::byte>> buffers) = 0;
+
+  /// Runs the collectives of every later step on `comm` (a new epoch's communicator); parameters,
+  /// optimizer state and step stay. The previous communicator may be destroyed afterwards. When
+  /// `comm` is another rank of the same world the task becomes that rank, and step() fails with
+  /// failed_precondition until a state is imported (the optimizer shard it holds is the old
+  /// rank's): how a warm standby's pre-built task takes over a rank.
+  /// Errors: invalid_argument when `comm`'s world has another size (build a new task then).
+  /// `comm` must outlive the task.
+  [[nodiscard]] virtual status rebind(transport::communicator& comm) = 0;
 
   [[nodiscard]] virtual int rank() const noexcept = 0;
   [[nodiscard]] virtual int world_size() const noexcept = 0;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -71,6 +72,29 @@ class communicator {
   /// Makes every pending and later call on this rank return errc::aborted promptly. Idempotent.
   virtual void abort() noexcept = 0;
   [[nodiscard]] virtual bool aborted() const noexcept = 0;
+};
+
+/// A place holder with a rank and a size that reaches no one: every collective fails with
+/// errc::failed_precondition. For what is built before its real communicator exists (a warm
+/// standby's training task, rebound on activation).
+class unconnected_communicator final : public communicator {
+ public:
+  unconnected_communicator(int rank, int size) noexcept : rank_(rank), size_(size) {}
+  [[nodiscard]] int rank() const noexcept override { return rank_; }
+  [[nodiscard]] int size() const noexcept override { return size_; }
+  status allreduce(void*, std::size_t, dtype, reduce_op) override { return refuse(); }
+  status reduce_scatter(const void*, void*, std::size_t, dtype, reduce_op) override { return refuse(); }
+  status allgather(const void*, void*, std::size_t, dtype) override { return refuse(); }
+  status broadcast(void*, std::size_t, dtype, int) override { return refuse(); }
+  status barrier() override { return refuse(); }
+  void abort() noexcept override { aborted_ = true; }
+  [[nodiscard]] bool aborted() const noexcept override { return aborted_; }
+
+ private:
+  static status refuse() { return status{errc::failed_precondition, "the communicator is not connected to any rank"}; }
+  int rank_;
+  int size_;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace rekindle::transport

@@ -543,14 +543,15 @@ class ring_communicator::impl {
         idle_since = now;
         continue;
       }
-      // Idle: spin briefly, then yield the core, then nap.
+      // Idle: spin briefly, then yield the core, then nap, longer the longer the wait (an eighth of
+      // it, at most 1 ms): a rank waiting for a peer that restores gives the cores to it.
       const auto idle = now - idle_since;
       if (idle < 20us)
         continue;
       if (idle < 2ms)
         sched_yield();
       else
-        std::this_thread::sleep_for(50us);
+        std::this_thread::sleep_for(std::min<clock_type::duration>(idle / 8, 1ms));
     }
   }
 

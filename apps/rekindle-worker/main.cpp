@@ -10,6 +10,7 @@
 
 #include "actors/bridge.hpp"
 #include "actors/messages.hpp"
+#include "actors/node_context.hpp"
 #include "actors/worker.hpp"
 #include "common/logging.hpp"
 #include "config/embedded.hpp"
@@ -63,10 +64,7 @@ int main(int argc, char** argv) {
   }
 
   caf::actor_system_config cfg;
-  actors::register_message_types(cfg);
-  actors::register_bridge_types(cfg);
-  cfg.set("scheduler.max-threads", std::size_t{1});
-  cfg.set("logger.console", caf::atom("none"));
+  actors::configure_actor_system(cfg, 1);
   caf::actor_system sys{cfg};
   transport::messenger_options mo;
   mo.name = "worker " + node + "/" + (standby ? std::string{"standby"} : std::to_string(local_index));

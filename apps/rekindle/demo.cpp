@@ -1,9 +1,6 @@
 // rekindle demo: a local cluster on loopback, a training job, injected failures, and the
 // recovery report.
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +19,7 @@
 #include "actors/admin_client.hpp"
 #include "apps/rekindle/commands.hpp"
 #include "common/logging.hpp"
+#include "common/process.hpp"
 #include "common/text.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
@@ -47,28 +45,6 @@ struct daemon_process {
   std::string node;
   pid_t pid = -1;
 };
-
-pid_t start_daemon(const fs::path& rekindled, const fs::path& config, const std::string& node, const fs::path& log) {
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(127);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    execl(rekindled.c_str(), rekindled.c_str(), "--config", config.c_str(), "--node", node.c_str(), "--exit-when-done",
-          static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  if (fd >= 0)
-    ::close(fd);
-  return pid;
-}
 
 std::string seconds_text(double s) {
   return format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(s * 1e9)});
@@ -151,16 +127,22 @@ int run_demo(const demo_options& o) {
   std::fflush(stdout);
 
   std::vector<daemon_process> daemons;
-  for (const auto& n : spec.nodes)
-    daemons.push_back({n.name, start_daemon(rekindled, config_path, n.name, data / (n.name + ".log"))});
   const auto stop_all = [&] {
-    for (auto& d : daemons)
-      if (d.pid > 0) {
-        kill(-d.pid, SIGKILL);
-        waitpid(d.pid, nullptr, 0);
-        d.pid = -1;
-      }
+    for (auto& d : daemons) {
+      kill_child_group(d.pid);
+      d.pid = -1;
+    }
   };
+  for (const auto& n : spec.nodes) {
+    auto pid = spawn_child({rekindled.string(), "--config", config_path.string(), "--node", n.name, "--exit-when-done"},
+                           {.log = data / (n.name + ".log")});
+    if (!pid) {
+      std::cerr << "rekindle demo: cannot start the daemon of " << n.name << ": " << pid.error().message() << "\n";
+      stop_all();
+      return 1;
+    }
+    daemons.push_back({n.name, *pid});
+  }
 
   // Wait for the supervisor, then for training.
   std::unique_ptr<actors::admin_client> client;

@@ -359,6 +359,71 @@ TEST(training, creation_errors_are_precise) {
   EXPECT_EQ((*ok)->export_state(small).code(), errc::invalid_argument);
 }
 
+TEST(training, a_survivor_rebinds_and_a_standby_takes_over_a_rank_bitwise_identically) {
+  const auto spec = tiny_spec();
+  const auto straight = train(spec, {.world = 2, .steps = 8});
+  // Epoch 1: two ranks train 4 steps and export; rank 0 trains one step more (work a failure loses).
+  testing::thread_group before(2);
+  std::vector<std::unique_ptr<training_task>> tasks(2);
+  std::vector<bytes> saved(2);
+  before.run([&](int r, transport::communicator& comm) {
+    auto task = make_training_task(spec, r, 2, comm, cpu_options());
+    ASSERT_TRUE(task.has_value()) << task.error();
+    for (int i = 0; i < 4; ++i)
+      ASSERT_TRUE((*task)->step().has_value());
+    saved[static_cast<std::size_t>(r)].resize((*task)->state_size());
+    ASSERT_TRUE((*task)->export_state(saved[static_cast<std::size_t>(r)]).ok());
+    tasks[static_cast<std::size_t>(r)] = std::move(*task);
+  });
+  ASSERT_TRUE(tasks[0] && tasks[1]);
+  // Rank 1 dies. Its replacement was built ahead as rank 0 of the world on no communicator, with
+  // uninitialised parameters: it cannot step there.
+  tasks[1].reset();
+  transport::unconnected_communicator nowhere(0, 2);
+  task_options standby_options = cpu_options();
+  standby_options.initialize = false;
+  auto standby = make_training_task(spec, 0, 2, nowhere, standby_options);
+  ASSERT_TRUE(standby.has_value()) << standby.error();
+  auto refused = (*standby)->step();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), errc::failed_precondition);
+  tasks[1] = std::move(*standby);
+  // Epoch 2 on new communicators: the survivor rebinds and rolls back to its snapshot, the
+  // standby becomes rank 1 and must import before stepping.
+  testing::thread_group after(2);
+  std::vector<std::vector<double>> losses(2);
+  std::vector<bytes> final_state(2);
+  after.run([&](int r, transport::communicator& comm) {
+    auto& task = *tasks[static_cast<std::size_t>(r)];
+    ASSERT_TRUE(task.rebind(comm).ok());
+    EXPECT_EQ(task.rank(), r);
+    if (r == 1) {
+      auto early = task.step();
+      ASSERT_FALSE(early.has_value());
+      EXPECT_EQ(early.error().code(), errc::failed_precondition) << early.error();
+    }
+    const std::vector<std::span<const std::byte>> own{saved[static_cast<std::size_t>(r)]};
+    ASSERT_TRUE(task.import_state(own).ok());
+    for (int i = 0; i < 4; ++i) {
+      auto res = task.step();
+      ASSERT_TRUE(res.has_value()) << res.error();
+      losses[static_cast<std::size_t>(r)].push_back(res->loss);
+    }
+    final_state[static_cast<std::size_t>(r)].resize(task.state_size());
+    ASSERT_TRUE(task.export_state(final_state[static_cast<std::size_t>(r)]).ok());
+  });
+  EXPECT_EQ(losses[0], std::vector<double>(straight[0].losses.begin() + 4, straight[0].losses.end()));
+  EXPECT_EQ(losses[1], losses[0]);
+  for (std::size_t r = 0; r < 2; ++r)
+    EXPECT_TRUE(final_state[r] == straight[r].state) << "final state of rank " << r;
+  // A communicator of another world size is refused, and the task stays usable.
+  transport::unconnected_communicator bigger(0, 3);
+  const status s = tasks[0]->rebind(bigger);
+  EXPECT_EQ(s.code(), errc::invalid_argument);
+  EXPECT_NE(s.message().find("world of 2"), std::string::npos) << s;
+  EXPECT_EQ(tasks[0]->rank(), 0);
+}
+
 TEST(training, equal_split_puts_the_remainder_first) {
   EXPECT_EQ(equal_split(4, 2), (std::vector<std::uint32_t>{2, 2}));
   EXPECT_EQ(equal_split(5, 3), (std::vector<std::uint32_t>{2, 2, 1}));

@@ -1,0 +1,75 @@
+#include "common/process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/check.hpp"
+#include "common/status.hpp"
+
+namespace rekindle {
+
+expected<pid_t> spawn_child(const std::vector<std::string>& argv, const child_options& options) {
+  RK_CHECK(!argv.empty());
+  int fd = -1;
+  if (!options.log.empty()) {
+    fd = ::open(options.log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+      return status{errc::io_error, "cannot open " + options.log.string() + ": " + std::strerror(errno)};
+  }
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    if (fd >= 0)
+      ::close(fd);
+    return status{errc::io_error, std::string{"fork failed: "} + std::strerror(e)};
+  }
+  if (pid == 0) {
+    // A parent's threads may block signals (a daemon blocks SIGCHLD and the stop signals); its
+    // children start with none blocked.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(127);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    for (const auto& [name, value] : options.env)
+      setenv(name.c_str(), value.c_str(), 1);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  // Both sides set the group, so a kill of it right after this returns reaches the child.
+  setpgid(pid, pid);
+  if (fd >= 0)
+    ::close(fd);
+  return pid;
+}
+
+void kill_child_group(pid_t pid) noexcept {
+  if (pid <= 0)
+    return;
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace rekindle

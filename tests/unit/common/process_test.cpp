@@ -1,0 +1,87 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "common/process.hpp"
+#include "common/status.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool alive(pid_t pid) { return ::kill(pid, 0) == 0; }
+
+// Waits for `pid` (a child) to exit; its wait status, or -1 after 20 s.
+int wait_exit(pid_t pid) {
+  for (int i = 0; i < 2000; ++i) {
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid)
+      return st;
+    std::this_thread::sleep_for(10ms);
+  }
+  return -1;
+}
+
+TEST(process, child_output_and_environment_go_to_the_log) {
+  testing::temp_dir dir;
+  const auto log = dir.path() / "child.log";
+  auto pid = spawn_child({"/bin/sh", "-c", "echo \"hello $REKINDLE_TEST_VALUE\"; echo oops >&2"},
+                         {.log = log, .env = {{"REKINDLE_TEST_VALUE", "world"}}});
+  ASSERT_TRUE(pid.has_value()) << pid.error().message();
+  const int st = wait_exit(*pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_EQ(testing::read_file(log), "hello world\noops\n");
+}
+
+TEST(process, child_leads_its_own_group_and_the_group_dies_together) {
+  testing::temp_dir dir;
+  const auto pidfile = dir.path() / "grandchild.pid";
+  // The child starts a grandchild in its group and waits.
+  auto pid = spawn_child({"/bin/sh", "-c", "sleep 60 & echo $! > " + pidfile.string() + "; wait"});
+  ASSERT_TRUE(pid.has_value());
+  EXPECT_EQ(getpgid(*pid), *pid);
+  pid_t grandchild = 0;
+  for (int i = 0; i < 2000 && grandchild == 0; ++i) {
+    std::ifstream in(pidfile);
+    if (!(in >> grandchild))
+      grandchild = 0;
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_GT(grandchild, 0);
+  EXPECT_EQ(getpgid(grandchild), *pid);
+  kill_child_group(*pid);
+  EXPECT_FALSE(alive(*pid));
+  // The grandchild is not ours to reap; it is gone once init reaped it.
+  bool gone = false;
+  for (int i = 0; i < 2000 && !gone; ++i) {
+    gone = !alive(grandchild);
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone);
+}
+
+TEST(process, a_program_that_cannot_run_exits_127) {
+  auto pid = spawn_child({"/nonexistent/program"});
+  ASSERT_TRUE(pid.has_value());
+  const int st = wait_exit(*pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 127);
+}
+
+TEST(process, an_unwritable_log_is_an_error_naming_it) {
+  auto pid = spawn_child({"/bin/true"}, {.log = "/nonexistent/dir/child.log"});
+  ASSERT_FALSE(pid.has_value());
+  EXPECT_EQ(pid.error().code(), errc::io_error);
+  EXPECT_NE(pid.error().message().find("/nonexistent/dir/child.log"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rekindle
