@@ -234,6 +234,7 @@ std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_resto
       restore_choice c;
       c.step = step->first;
       c.world = w.world;
+      c.gen = gen->first;
       bool complete = true;
       for (std::uint32_t r = 0; r < w.world && complete; ++r) {
         auto rank = w.ranks.find(rank_id{r});
@@ -445,9 +446,16 @@ std::vector<policy_action> supervisor_policy::on_ranks_ready(std::span<const ran
   std::vector<policy_action> out;
   if (state_ != job_state::rendezvous || e != epoch_)
     return out;
-  for (auto r : ranks)
-    if (auto it = ranks_.find(r); it != ranks_.end())
-      it->second.ready_epoch = e;
+  // Ranks usually come in rank order, like ranks_: step through the map, searching only on a gap.
+  auto it = ranks_.begin();
+  for (auto r : ranks) {
+    if (it == ranks_.end() || it->first != r)
+      it = ranks_.find(r);
+    if (it == ranks_.end())
+      continue;
+    it->second.ready_epoch = e;
+    ++it;
+  }
   maybe_start(out);
   return out;
 }
@@ -503,11 +511,42 @@ void supervisor_policy::on_snapshot_all(epoch_t e, step_t s, state_source::kind 
     if (it == ranks.end() || it->first != slot.rank)
       it = ranks.try_emplace(slot.rank).first;
     auto& steps = it->second;
-    steps[s].insert({holder, where});
-    while (steps.size() > steps_kept_per_rank)
-      steps.erase(steps.begin());
+    if (auto at = steps.find(s); at != steps.end()) {
+      at->second.insert({holder, where});
+    } else if (steps.size() >= steps_kept_per_rank && steps.begin()->first < s) {
+      // The oldest step makes room, as in on_snapshot; reuse its nodes rather than free them
+      // and allocate new ones (16,384 ranks report at once).
+      auto old = steps.extract(steps.begin());
+      old.key() = s;
+      auto& h = old.mapped();
+      if (h.empty()) {
+        h.insert({holder, where});
+      } else {
+        auto first = h.extract(h.begin());
+        h.clear();
+        first.value() = {holder, where};
+        h.insert(std::move(first));
+      }
+      steps.insert(std::move(old));
+    } else {
+      steps[s].insert({holder, where});
+      while (steps.size() > steps_kept_per_rank)
+        steps.erase(steps.begin());
+    }
     ++it;
   }
+}
+
+std::size_t supervisor_policy::prune_snapshots() {
+  const auto choice = choose_restore();
+  if (!choice)
+    return 0;
+  std::size_t forgotten = 0;
+  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < choice->gen;) {
+    it = snapshots_.erase(it);
+    ++forgotten;
+  }
+  return forgotten;
 }
 
 std::vector<policy_action> supervisor_policy::pause() {

@@ -207,6 +207,13 @@ class supervisor_policy {
   /// on_snapshot, a holder that is not a node of the configuration records nothing for that rank.
   void on_snapshot_all(epoch_t e, step_t s, state_source::kind where, std::span<const node_id> holder_of_node = {});
 
+  /// Forgets the copies recorded for every world generation older than the one a restore would
+  /// use now (the newest with a step that every rank can read from a live node); returns how many
+  /// generations it forgot. Without it the record grows by one generation per change of the
+  /// world (at 16,384 ranks about 7 MB each) and every node loss walks all of them. Afterwards a
+  /// restore cannot fall back past that generation, should its step be lost too.
+  std::size_t prune_snapshots();
+
   // ---- operator commands (7, 9, 10, 11) -----------------------------------------------------
   std::vector<policy_action> pause();
   std::vector<policy_action> resume();
@@ -235,6 +242,8 @@ class supervisor_policy {
     step_t step;
     std::uint32_t world = 0;
     std::vector<state_source> sources;
+    /// The world generation the step belongs to.
+    std::uint32_t gen = 0;
   };
   /// The newest step whose state every rank of one world can still read from a live node.
   [[nodiscard]] std::optional<restore_choice> choose_restore() const;

@@ -22,6 +22,10 @@ namespace rekindle::trace {
 namespace {
 
 using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+// Trace times are rounded to milliseconds: the record's own resolution is 8.64 s.
+double milliseconds(double seconds) { return std::round(seconds * 1000.0) / 1000.0; }
 
 constexpr std::array<std::string_view, 3> levels{"Hardware Failure", "Software Failure", "Other Failure"};
 
@@ -322,11 +326,11 @@ convert_result convert_infinitehbd(std::string_view json_text, std::string sourc
     const auto node = node_of(f.key.node);
     const auto& name = cluster.nodes()[node].name;
     fault_event ev;
-    ev.at = f.start * scale;
+    ev.at = milliseconds(f.start * scale);
     ev.kind = mapping.kind;
     std::optional<double> length;
     if (f.end)
-      length = std::max(*f.end - f.start, resolution_days) * scale;
+      length = std::max(0.001, milliseconds(std::max(*f.end - f.start, resolution_days) * scale));
     switch (mapping.kind) {
       case fault_kind::node_down:
         ev.target = fault_target::of_node(name);
@@ -341,7 +345,7 @@ convert_result convert_infinitehbd(std::string_view json_text, std::string sourc
         ev.target = fault_target::of_rank(first_rank[node]);
         break;
     }
-    json original{{"node", f.key.node}, {"level", f.key.level}, {"class", f.key.cls}, {"desc", f.key.desc}, {"start", f.start}};
+    ordered_json original{{"node", f.key.node}, {"level", f.key.level}, {"class", f.key.cls}, {"desc", f.key.desc}, {"start", f.start}};
     if (f.end)
       original["end"] = *f.end;
     ev.extensions = {{"x-category", json(std::string{mapping.category}).dump()}, {"x-infinitehbd", original.dump()}};
@@ -353,9 +357,9 @@ convert_result convert_infinitehbd(std::string_view json_text, std::string sourc
                            std::to_string(workers.size()) + " nodes";
   out.header.nodes = static_cast<std::uint32_t>(cluster.nodes().size());
   out.header.world = cluster.world();
-  out.header.duration = std::max(1.0, std::ceil(last_time)) * scale;
+  out.header.duration = milliseconds(std::max(1.0, std::ceil(last_time)) * scale);
   out.header.time_scale = options.time_scale;
-  out.header.extensions = {{"x-infinitehbd", json{{"servers", result.servers}, {"faults", result.faults}}.dump()}};
+  out.header.extensions = {{"x-infinitehbd", ordered_json{{"servers", result.servers}, {"faults", result.faults}}.dump()}};
   result.value = std::move(out);
   return result;
 }

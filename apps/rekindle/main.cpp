@@ -1,0 +1,28 @@
+// rekindle: the admin shell's program; its offline tools work without a cluster.
+
+#include <CLI/CLI.hpp>
+#include <malloc.h>
+
+#include "apps/rekindle/trace_commands.hpp"
+
+int main(int argc, char** argv) {
+  // The simulator allocates and frees buffers of 16,384 elements at every recovery; by default
+  // glibc maps and unmaps each one (above 128 KiB), and refaulting the pages costs 10-15% of a
+  // simulation.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  CLI::App app{"rekindle: drive a rekindle cluster, and replay failure traces offline", "rekindle"};
+  app.set_version_flag("--version", std::string{"rekindle "} + REKINDLE_VERSION);
+  app.require_subcommand(1);
+  rekindle::apps::add_trace_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    // A command ended with its own exit code, having said why.
+    return e.get_exit_code();
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a wrong command line is bad input.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return 0;
+}
