@@ -537,12 +537,47 @@ void supervisor_policy::on_snapshot_all(epoch_t e, step_t s, state_source::kind 
   }
 }
 
+bool supervisor_policy::complete(const world_snapshots& w) const {
+  if (w.world == 0)
+    return false;
+  auto first = w.ranks.find(rank_id{0});
+  if (first == w.ranks.end())
+    return false;
+  for (const auto& [step, unused] : first->second) {
+    bool all = true;
+    auto rank = w.ranks.begin();
+    for (std::uint32_t r = 0; r < w.world && all; ++r) {
+      if (rank == w.ranks.end() || rank->first != rank_id{r})
+        rank = w.ranks.find(rank_id{r});
+      if (rank == w.ranks.end()) {
+        all = false;
+        break;
+      }
+      auto at = rank->second.find(step);
+      all = at != rank->second.end() &&
+            std::any_of(at->second.begin(), at->second.end(), [&](const auto& holder) { return node_up(holder.first); });
+      ++rank;
+    }
+    if (all)
+      return true;
+  }
+  return false;
+}
+
 std::size_t supervisor_policy::prune_snapshots() {
   const auto choice = choose_restore();
   if (!choice)
     return 0;
+  // Keep the chosen generation and the newest complete one before it.
+  std::uint32_t keep_from = choice->gen;
+  for (auto gen = std::make_reverse_iterator(snapshots_.lower_bound(choice->gen)); gen != snapshots_.rend(); ++gen) {
+    if (complete(gen->second)) {
+      keep_from = gen->first;
+      break;
+    }
+  }
   std::size_t forgotten = 0;
-  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < choice->gen;) {
+  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < keep_from;) {
     it = snapshots_.erase(it);
     ++forgotten;
   }

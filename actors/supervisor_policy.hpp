@@ -207,11 +207,12 @@ class supervisor_policy {
   /// on_snapshot, a holder that is not a node of the configuration records nothing for that rank.
   void on_snapshot_all(epoch_t e, step_t s, state_source::kind where, std::span<const node_id> holder_of_node = {});
 
-  /// Forgets the copies recorded for every world generation older than the one a restore would
-  /// use now (the newest with a step that every rank can read from a live node); returns how many
-  /// generations it forgot. Without it the record grows by one generation per change of the
-  /// world (at 16,384 ranks about 7 MB each) and every node loss walks all of them. Afterwards a
-  /// restore cannot fall back past that generation, should its step be lost too.
+  /// Forgets the copies recorded for world generations a restore is unlikely to need: those
+  /// older than both the generation a restore would use now (the newest with a step that every
+  /// rank can read from a live node) and the newest older generation that is complete too, kept
+  /// as the fallback should the first lose its step. Returns how many generations it forgot.
+  /// Without it the record grows by one generation per change of the world (at 16,384 ranks about
+  /// 7 MB each) and every node loss walks all of them.
   std::size_t prune_snapshots();
 
   // ---- operator commands (7, 9, 10, 11) -----------------------------------------------------
@@ -247,6 +248,8 @@ class supervisor_policy {
   };
   /// The newest step whose state every rank of one world can still read from a live node.
   [[nodiscard]] std::optional<restore_choice> choose_restore() const;
+  /// Whether some step of `w` can be read by every rank from a live node.
+  [[nodiscard]] bool complete(const world_snapshots& w) const;
   struct node_state {
     bool up = false;
     bool drained = false;

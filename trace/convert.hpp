@@ -55,10 +55,11 @@ struct convert_result {
 };
 
 /// Converts the InfiniteHBD fault record (a JSON array of fault_start / fault_end entries with
-/// node_id, event_time in days and fault_type {Level, Class, Desc}) onto `cluster`: servers, in
-/// the sorted order of their ids, are folded onto the cluster's worker nodes in order (server i
-/// -> worker i mod W), and every start/end pair becomes one event per the mapping table. Checks
-/// every entry first; errors name the line of the entry and its field.
+/// node_id, event_time in days and fault_type {Level, Class, Desc}) onto `cluster`: the S servers,
+/// numbered in the sorted order of their ids, go to the W worker nodes in order, spread out when
+/// W >= S (server i -> worker floor(i·W/S)) and folded otherwise (i -> i mod W); every start/end
+/// pair becomes one event per the mapping table. Checks every entry first; errors name the line
+/// of the entry and its field.
 convert_result convert_infinitehbd(std::string_view json_text, std::string source_name, const cluster_shape& cluster,
                                    const infinitehbd_options& options);
 /// convert_infinitehbd of the file at `path`.

@@ -308,8 +308,12 @@ convert_result convert_infinitehbd(std::string_view json_text, std::string sourc
         next += cluster.nodes()[n].ranks;
     }
   }
+  // Spread over the workers when there are enough (server i -> worker floor(i·W/S)), so servers
+  // that fail together do not land on neighbours, which are each other's buddies; fold otherwise.
   auto node_of = [&](const std::string& id) {
     const auto index = static_cast<std::size_t>(std::lower_bound(server_ids.begin(), server_ids.end(), id) - server_ids.begin());
+    if (workers.size() >= server_ids.size())
+      return workers[index * workers.size() / server_ids.size()];
     return workers[index % workers.size()];
   };
 

@@ -210,35 +210,52 @@ TEST(supervisor_policy_bulk, snapshot_all_of_an_older_epoch_records_nothing) {
   EXPECT_EQ(starts[0].restore_step, step_t{0});
 }
 
-TEST(supervisor_policy_bulk, prune_forgets_worlds_older_than_the_restore_point) {
-  fake_clock clock;
-  supervisor_policy p{three_nodes(false), clock};
+// World 1: six ranks on n0-n2 with step 10 in every slot and replicas on the next node; then
+// scaled to world 2, four ranks on n0-n1, restored from world 1, with step 20 in the slots only.
+void two_worlds(supervisor_policy& p) {
   nodes_up(p, 3);
   (void)p.on_ranks_ready(ranks_of(p), p.epoch());
-  EXPECT_EQ(p.prune_snapshots(), 0u) << "nothing to restore yet: nothing is forgotten";
-  // World 1 (6 ranks): step 10 in every slot, replicas on the next node.
   const std::vector<node_id> buddy{node_id{1}, node_id{2}, node_id{0}};
   p.on_snapshot_all(p.epoch(), step_t{10}, state_source::kind::local_slot);
   p.on_snapshot_all(p.epoch(), step_t{10}, state_source::kind::buddy_replica, buddy);
-  // n2 is lost: world 2 (4 ranks) restores world 1's step 10.
-  (void)p.on_node_lost(node_id{2}, "gone");
+  (void)p.scale(4);
   auto start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_world, 6u);
-  EXPECT_EQ(p.prune_snapshots(), 0u) << "world 1 is still the restore point";
+  EXPECT_EQ(p.prune_snapshots(), 0u) << "world 1 is the restore point";
   p.on_snapshot_all(p.epoch(), step_t{20}, state_source::kind::local_slot);
-  EXPECT_EQ(p.prune_snapshots(), 1u) << "world 2 has a complete step: world 1 is forgotten";
+}
+
+TEST(supervisor_policy_bulk, prune_keeps_the_restore_point_and_one_fallback) {
+  fake_clock clock;
+  supervisor_policy p{three_nodes(false), clock};
+  EXPECT_EQ(p.prune_snapshots(), 0u) << "nothing to restore yet: nothing is forgotten";
+  two_worlds(p);
+  EXPECT_EQ(p.prune_snapshots(), 0u) << "world 2 is the restore point, world 1 the fallback";
+  // Losing n1 loses world 2's step 20 of ranks 2 and 3 (no replicas): the fallback serves.
+  (void)p.on_node_lost(node_id{1}, "gone");
+  auto start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{10});
+  EXPECT_EQ(start[0].restore_world, 6u);
+  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{2}, state_source::kind::buddy_replica}));
+}
+
+TEST(supervisor_policy_bulk, prune_forgets_what_lies_behind_the_fallback) {
+  fake_clock clock;
+  supervisor_policy p{three_nodes(false), clock};
+  two_worlds(p);
+  (void)p.scale(2);
+  auto start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{20});
+  p.on_snapshot_all(p.epoch(), step_t{30}, state_source::kind::local_slot);
+  EXPECT_EQ(p.prune_snapshots(), 1u) << "world 3 is the restore point, world 2 the fallback: world 1 goes";
   (void)p.on_rank_failed(rank_id{1}, p.epoch(), "crash");
   start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(start.size(), 1u);
-  EXPECT_EQ(start[0].restore_step, step_t{20});
-  EXPECT_EQ(start[0].restore_world, 4u);
-  // Losing n1 now loses world 2's step 20 for ranks 2 and 3 (no replicas): world 1 is gone too,
-  // so the job starts over.
-  (void)p.on_node_lost(node_id{1}, "gone");
-  start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
-  ASSERT_EQ(start.size(), 1u);
-  EXPECT_EQ(start[0].restore_step, step_t{0});
+  EXPECT_EQ(start[0].restore_step, step_t{30});
+  EXPECT_EQ(start[0].restore_world, 2u);
 }
 
 TEST(supervisor_policy_bulk, sixteen_thousand_ranks_recover_from_a_lost_node) {

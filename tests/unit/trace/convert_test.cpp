@@ -85,7 +85,7 @@ TEST(infinitehbd, maps_each_class_and_folds_servers_onto_nodes) {
   EXPECT_EQ(*back.value, *r.value);
 }
 
-TEST(infinitehbd, one_to_one_on_a_cluster_with_enough_nodes) {
+TEST(infinitehbd, spread_out_on_a_cluster_with_enough_nodes) {
   auto cluster = cluster_shape::compact(8, 1);
   auto r = convert_infinitehbd(record, "rec.json", *cluster, {});
   ASSERT_TRUE(r.ok()) << r.error_text();
@@ -95,9 +95,10 @@ TEST(infinitehbd, one_to_one_on_a_cluster_with_enough_nodes) {
     const auto server = x.substr(x.find("\"node\":\"") + 8, 5);
     node_of[server] = e.target.kind == fault_target::type::node ? e.target.node : "rank " + std::to_string(e.target.rank);
   }
+  // Three servers over eight nodes: server i on node floor(8i/3).
   EXPECT_EQ(node_of["srv-a"], "n0");
-  EXPECT_EQ(node_of["srv-b"], "n1");
-  EXPECT_EQ(node_of["srv-c"], "rank 2") << "srv-c is the third server: n2, whose first rank is 2";
+  EXPECT_EQ(node_of["srv-b"], "n2");
+  EXPECT_EQ(node_of["srv-c"], "rank 5") << "srv-c is the third server: n5, whose first rank is 5";
 }
 
 TEST(infinitehbd, mapping_table) {
