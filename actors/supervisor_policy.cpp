@@ -565,19 +565,20 @@ bool supervisor_policy::complete(const world_snapshots& w) const {
 }
 
 std::size_t supervisor_policy::prune_snapshots() {
-  const auto choice = choose_restore();
-  if (!choice)
-    return 0;
-  // Keep the chosen generation and the newest complete one before it.
-  std::uint32_t keep_from = choice->gen;
-  for (auto gen = std::make_reverse_iterator(snapshots_.lower_bound(choice->gen)); gen != snapshots_.rend(); ++gen) {
+  // The restore point is in the newest complete generation (as choose_restore() finds it); keep
+  // that one and the newest complete one before it.
+  std::optional<std::uint32_t> keep_from;
+  int found = 0;
+  for (auto gen = snapshots_.rbegin(); gen != snapshots_.rend() && found < 2; ++gen) {
     if (complete(gen->second)) {
       keep_from = gen->first;
-      break;
+      ++found;
     }
   }
+  if (!keep_from)
+    return 0;
   std::size_t forgotten = 0;
-  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < keep_from;) {
+  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < *keep_from;) {
     it = snapshots_.erase(it);
     ++forgotten;
   }

@@ -177,9 +177,11 @@ timing recovery_round(const options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As in the rekindle program: keep large buffers in the heap between recoveries.
+  // As in the rekindle program: keep large buffers in the heap between recoveries, and no fast
+  // bins to consolidate before each of them.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  mallopt(M_MXFAST, 0);
   const auto o = parse_args(argc, argv);
   auto cluster = cluster_shape::compact(o.nodes, o.ranks_per_node);
   if (!cluster)
