@@ -537,48 +537,48 @@ void supervisor_policy::on_snapshot_all(epoch_t e, step_t s, state_source::kind 
   }
 }
 
-bool supervisor_policy::complete(const world_snapshots& w) const {
+std::optional<step_t> supervisor_policy::complete_step(const world_snapshots& w) const {
   if (w.world == 0)
-    return false;
+    return std::nullopt;
   auto first = w.ranks.find(rank_id{0});
   if (first == w.ranks.end())
-    return false;
-  for (const auto& [step, unused] : first->second) {
+    return std::nullopt;
+  for (auto step = first->second.rbegin(); step != first->second.rend(); ++step) {
     bool all = true;
     auto rank = w.ranks.begin();
     for (std::uint32_t r = 0; r < w.world && all; ++r) {
       if (rank == w.ranks.end() || rank->first != rank_id{r})
         rank = w.ranks.find(rank_id{r});
-      if (rank == w.ranks.end()) {
-        all = false;
-        break;
-      }
-      auto at = rank->second.find(step);
+      if (rank == w.ranks.end())
+        return std::nullopt;
+      auto at = rank->second.find(step->first);
       all = at != rank->second.end() &&
             std::any_of(at->second.begin(), at->second.end(), [&](const auto& holder) { return node_up(holder.first); });
       ++rank;
     }
     if (all)
-      return true;
+      return step->first;
   }
-  return false;
+  return std::nullopt;
 }
 
 std::size_t supervisor_policy::prune_snapshots() {
   // The restore point is in the newest complete generation (as choose_restore() finds it); keep
   // that one and the newest complete one before it.
-  std::optional<std::uint32_t> keep_from;
-  int found = 0;
-  for (auto gen = snapshots_.rbegin(); gen != snapshots_.rend() && found < 2; ++gen) {
-    if (complete(gen->second)) {
+  auto gen = snapshots_.rbegin();
+  while (gen != snapshots_.rend() && !complete_step(gen->second))
+    ++gen;
+  if (gen == snapshots_.rend())
+    return 0;
+  auto keep_from = gen->first;
+  for (++gen; gen != snapshots_.rend(); ++gen) {
+    if (complete_step(gen->second)) {
       keep_from = gen->first;
-      ++found;
+      break;
     }
   }
-  if (!keep_from)
-    return 0;
   std::size_t forgotten = 0;
-  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < *keep_from;) {
+  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < keep_from;) {
     it = snapshots_.erase(it);
     ++forgotten;
   }

@@ -248,8 +248,8 @@ class supervisor_policy {
   };
   /// The newest step whose state every rank of one world can still read from a live node.
   [[nodiscard]] std::optional<restore_choice> choose_restore() const;
-  /// Whether some step of `w` can be read by every rank from a live node.
-  [[nodiscard]] bool complete(const world_snapshots& w) const;
+  /// The newest step of `w` that every rank can read from a live node.
+  [[nodiscard]] std::optional<step_t> complete_step(const world_snapshots& w) const;
   struct node_state {
     bool up = false;
     bool drained = false;

@@ -93,6 +93,14 @@ timing time_median(const options& o, const std::function<void()>& fn) {
   return {median(wall), median(cpu)};
 }
 
+double number(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !(v >= 0))
+    die(flag + ": '" + text + "' is not a number of at least 0");
+  return v;
+}
+
 options parse_args(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
@@ -105,15 +113,15 @@ options parse_args(int argc, char** argv) {
     if (a == "--record")
       o.record = value();
     else if (a == "--nodes")
-      o.nodes = static_cast<std::uint32_t>(std::stoul(value()));
+      o.nodes = static_cast<std::uint32_t>(number(a, value()));
     else if (a == "--ranks-per-node")
-      o.ranks_per_node = static_cast<std::uint32_t>(std::stoul(value()));
+      o.ranks_per_node = static_cast<std::uint32_t>(number(a, value()));
     else if (a == "--days")
-      o.days = std::stod(value());
+      o.days = number(a, value());
     else if (a == "--runs")
-      o.runs = std::max(1, std::stoi(value()));
+      o.runs = std::max(1, static_cast<int>(number(a, value())));
     else if (a == "--warmup")
-      o.warmup = std::max(0, std::stoi(value()));
+      o.warmup = static_cast<int>(number(a, value()));
     else if (a == "--json")
       o.json = true;
     else if (a == "--help" || a == "-h") {

@@ -488,7 +488,7 @@ int simulate_command(const simulate_options& o, std::ostream& out, std::ostream&
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     doc["elapsed_s"] = total;
     if (o.json) {
-      out << doc.dump(2) << "\n";
+      out << doc.dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
       return exit_ok;
     }
     out << headline << "\n";
@@ -555,7 +555,7 @@ int simulate_command(const simulate_options& o, std::ostream& out, std::ostream&
     }
   }
   if (o.json) {
-    out << doc.dump(2) << "\n";
+    out << doc.dump(2, ' ', false, ordered_json::error_handler_t::replace) << "\n";
     return exit_ok;
   }
   out << headline << "\n";

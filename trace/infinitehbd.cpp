@@ -195,6 +195,12 @@ convert_result convert_infinitehbd(std::string_view json_text, std::string sourc
       what = what.substr(colon + 2);
     result.errors.push_back(diagnostic{source_name, line, column, "", "malformed JSON: " + what});
     return result;
+  } catch (const json::exception& e) {
+    std::string what = e.what();
+    if (auto bracket = what.find("] "); bracket != std::string::npos)
+      what = what.substr(bracket + 2);
+    result.errors.push_back(diagnostic{source_name, 0, 0, "", "malformed JSON: " + what});
+    return result;
   }
   if (!doc.is_array()) {
     error(1, "", "expected the InfiniteHBD fault record: a JSON array of {node_id, event_time, event_type, fault_type}");

@@ -53,6 +53,17 @@ struct queued {
   bool operator>(const queued& o) const { return at != o.at ? at > o.at : seq > o.seq; }
 };
 
+// Where the job is, for the accounting of wall time (each phase's time goes to one category):
+//
+//   training ──(1) a fault stops it──► stalled ──(2) the policy starts an epoch──► restarting
+//     ▲  ▲                               │                                           │
+//     │  └──(3) a short hang or cut link ends                     (4) every rank registered
+//     │                                                                              ▼
+//     └───────────────────(5) rendezvous and restore done─────────────────── rendezvous
+//   training, rendezvous ─(2) an epoch (a scale, a fault during recovery)─► restarting
+//   any ─(6) the policy ends the job─► done (completed) or down (failed, stopped)
+//
+// stalled: detection; restarting: restart; rendezvous: rendezvous, then restore; down: down.
 enum class phase : unsigned char { training, stalled, restarting, rendezvous, done, down };
 enum class segment : unsigned char { compute, snapshot, persist, checkpoint };
 

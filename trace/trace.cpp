@@ -362,6 +362,13 @@ class reader {
         what = what.substr(colon + 2);
       errors_.push_back(diagnostic{source_, line_, static_cast<std::uint32_t>(e.byte), "", "malformed JSON: " + what});
       return std::nullopt;
+    } catch (const ordered_json::exception& e) {
+      // A number too large for a double, and the like: "[json.exception.out_of_range.406] ...".
+      std::string what = e.what();
+      if (auto bracket = what.find("] "); bracket != std::string::npos)
+        what = what.substr(bracket + 2);
+      errors_.push_back(diagnostic{source_, line_, 0, "", "malformed JSON: " + what});
+      return std::nullopt;
     }
   }
 
@@ -489,8 +496,11 @@ class reader {
 };
 
 void put_extensions(ordered_json& j, const std::vector<std::pair<std::string, std::string>>& ext) {
-  for (const auto& [key, text] : ext)
-    j[key] = ordered_json::parse(text);
+  // Values are JSON text; text that is not (made in memory by mistake) is written as a string.
+  for (const auto& [key, text] : ext) {
+    auto value = ordered_json::parse(text, nullptr, false);
+    j[key] = value.is_discarded() ? ordered_json(text) : std::move(value);
+  }
 }
 
 }  // namespace
@@ -615,7 +625,7 @@ std::string to_jsonl(const fault_trace& t) {
   if (t.header.time_scale)
     h["time_scale"] = *t.header.time_scale;
   put_extensions(h, t.header.extensions);
-  out += h.dump();
+  out += h.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
   out += '\n';
   for (const auto& e : t.events) {
     ordered_json j;
@@ -640,7 +650,7 @@ std::string to_jsonl(const fault_trace& t) {
     if (e.repair)
       j["repair"] = *e.repair;
     put_extensions(j, e.extensions);
-    out += j.dump();
+    out += j.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
     out += '\n';
   }
   return out;

@@ -87,6 +87,12 @@ TEST(trace_format, malformed_line_names_line_and_column) {
   EXPECT_TRUE(has_error(e, "t.jsonl:3:11: malformed JSON: ")) << e[0];
 }
 
+TEST(trace_format, a_number_out_of_range_is_malformed_json) {
+  auto e = errors_of(std::string{header} + "{\"at\": 1e999, \"kind\": \"kill\", \"rank\": 0}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_TRUE(has_error(e, "t.jsonl:2: malformed JSON: number overflow parsing '1e999'"));
+}
+
 TEST(trace_format, a_line_that_is_not_an_object) {
   auto e = errors_of(std::string{header} + "[1, 2]\n");
   EXPECT_TRUE(has_error(e, "t.jsonl:2: expected a JSON object {...}, got an array"));
