@@ -234,7 +234,6 @@ std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_resto
       restore_choice c;
       c.step = step->first;
       c.world = w.world;
-      c.gen = gen->first;
       bool complete = true;
       for (std::uint32_t r = 0; r < w.world && complete; ++r) {
         auto rank = w.ranks.find(rank_id{r});

@@ -243,8 +243,6 @@ class supervisor_policy {
     step_t step;
     std::uint32_t world = 0;
     std::vector<state_source> sources;
-    /// The world generation the step belongs to.
-    std::uint32_t gen = 0;
   };
   /// The newest step whose state every rank of one world can still read from a live node.
   [[nodiscard]] std::optional<restore_choice> choose_restore() const;
