@@ -18,7 +18,9 @@ void done(int code) {
 }
 
 void add_cluster_options(CLI::App* cmd, trace::cluster_options& o) {
-  auto* file = cmd->add_option("--cluster", o.file, "The cluster: a rekindle configuration file (its [[nodes]])")
+  auto* file = cmd->add_option("--cluster", o.file,
+                               "The cluster: a rekindle configuration file (its [[nodes]]; simulate also takes its "
+                               "[checkpoint], [timeouts] and [recovery] settings)")
                    ->check(CLI::ExistingFile);
   auto* nodes = cmd->add_option("--nodes", o.nodes, "The cluster in compact form: N nodes named n0..n<N-1> ...");
   auto* width = cmd->add_option("--ranks-per-node", o.ranks_per_node, "... of K ranks (accelerators) each");
