@@ -411,6 +411,179 @@ std::vector<policy_action> supervisor_policy::on_tick() {
   return out;
 }
 
+std::vector<policy_action> supervisor_policy::on_nodes_up(std::span<const node_id> nodes) {
+  // Only the start waits on nodes: while waiting, take them all in and check once; otherwise one
+  // call each is already cheap.
+  std::vector<policy_action> out;
+  if (state_ != job_state::waiting_for_nodes) {
+    for (auto n : nodes) {
+      auto a = on_node_up(n);
+      out.insert(out.end(), std::make_move_iterator(a.begin()), std::make_move_iterator(a.end()));
+    }
+    return out;
+  }
+  const auto now = clock_.now();
+  for (auto n : nodes) {
+    if (n.value() >= nodes_.size())
+      continue;
+    auto& node = nodes_[n.value()];
+    if (!node.up)
+      out.push_back(note_event{"node_up", config_.nodes[n.value()].name + " is up", {}, n});
+    node.up = true;
+    node.last_heartbeat = now;
+  }
+  const auto wanted = placement_.empty() ? initial_placement() : placement_;
+  const bool ready = !wanted.empty() && std::all_of(wanted.begin(), wanted.end(), [&](const rank_slot& s) {
+    return nodes_[s.node.value()].up;
+  });
+  if (ready)
+    new_epoch(out, wanted, {}, placement_.empty() ? "all nodes up" : "supervisor restarted");
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::on_ranks_ready(std::span<const rank_id> ranks, epoch_t e) {
+  std::vector<policy_action> out;
+  if (state_ != job_state::rendezvous || e != epoch_)
+    return out;
+  // Ranks usually come in rank order, like ranks_: step through the map, searching only on a gap.
+  auto it = ranks_.begin();
+  for (auto r : ranks) {
+    if (it == ranks_.end() || it->first != r)
+      it = ranks_.find(r);
+    if (it == ranks_.end())
+      continue;
+    it->second.ready_epoch = e;
+    ++it;
+  }
+  maybe_start(out);
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::on_progress_all(epoch_t e, step_t s) {
+  std::vector<policy_action> out;
+  if (e != epoch_ || state_ != job_state::running)
+    return out;
+  const auto now = clock_.now();
+  // The placement is in rank order, like ranks_, so the walk finds each rank in O(1).
+  step_t lowest{~std::uint64_t{0}};
+  auto it = ranks_.begin();
+  for (const auto& slot : placement_) {
+    if (it == ranks_.end() || it->first != slot.rank)
+      it = ranks_.find(slot.rank);
+    if (it == ranks_.end()) {
+      // on_progress ignores a rank it does not know, and its scan creates the entry.
+      lowest = std::min(lowest, ranks_[slot.rank].step);
+      it = ranks_.end();
+      continue;
+    }
+    it->second.step = std::max(it->second.step, s);
+    it->second.last_progress = now;
+    lowest = std::min(lowest, it->second.step);
+    ++it;
+  }
+  step_ = lowest;
+  if (step_.value() >= config_.total_steps) {
+    state_ = job_state::completed;
+    out.push_back(note_event{"completed", "all " + std::to_string(world()) + " ranks finished step " +
+                                              std::to_string(step_.value()),
+                             {}, {}});
+    out.push_back(finish_job{job_state::completed, ""});
+  }
+  return out;
+}
+
+void supervisor_policy::on_snapshot_all(epoch_t e, step_t s, state_source::kind where,
+                                        std::span<const node_id> holder_of_node) {
+  if (e != epoch_)
+    return;
+  auto gen = gen_of_epoch_.find(e);
+  if (gen == gen_of_epoch_.end())
+    return;
+  auto& ranks = snapshots_[gen->second].ranks;
+  auto it = ranks.begin();
+  for (const auto& slot : placement_) {
+    const node_id holder = holder_of_node.empty() ? slot.node
+                           : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
+                                                                       : node_id{~std::uint32_t{0}};
+    if (holder.value() >= nodes_.size())
+      continue;
+    if (it == ranks.end() || it->first != slot.rank)
+      it = ranks.try_emplace(slot.rank).first;
+    auto& steps = it->second;
+    if (auto at = steps.find(s); at != steps.end()) {
+      at->second.insert({holder, where});
+    } else if (steps.size() >= steps_kept_per_rank && steps.begin()->first < s) {
+      // The oldest step makes room, as in on_snapshot; reuse its nodes rather than free them
+      // and allocate new ones (16,384 ranks report at once).
+      auto old = steps.extract(steps.begin());
+      old.key() = s;
+      auto& h = old.mapped();
+      if (h.empty()) {
+        h.insert({holder, where});
+      } else {
+        auto first = h.extract(h.begin());
+        h.clear();
+        first.value() = {holder, where};
+        h.insert(std::move(first));
+      }
+      steps.insert(std::move(old));
+    } else {
+      steps[s].insert({holder, where});
+      while (steps.size() > steps_kept_per_rank)
+        steps.erase(steps.begin());
+    }
+    ++it;
+  }
+}
+
+std::optional<step_t> supervisor_policy::complete_step(const world_snapshots& w) const {
+  if (w.world == 0)
+    return std::nullopt;
+  auto first = w.ranks.find(rank_id{0});
+  if (first == w.ranks.end())
+    return std::nullopt;
+  for (auto step = first->second.rbegin(); step != first->second.rend(); ++step) {
+    bool all = true;
+    auto rank = w.ranks.begin();
+    for (std::uint32_t r = 0; r < w.world && all; ++r) {
+      if (rank == w.ranks.end() || rank->first != rank_id{r})
+        rank = w.ranks.find(rank_id{r});
+      if (rank == w.ranks.end())
+        return std::nullopt;
+      auto at = rank->second.find(step->first);
+      all = at != rank->second.end() &&
+            std::any_of(at->second.begin(), at->second.end(), [&](const auto& holder) { return node_up(holder.first); });
+      ++rank;
+    }
+    if (all)
+      return step->first;
+  }
+  return std::nullopt;
+}
+
+std::size_t supervisor_policy::prune_snapshots() {
+  // The restore point is in the newest complete generation (as choose_restore() finds it); keep
+  // that one and the newest complete one before it.
+  auto gen = snapshots_.rbegin();
+  while (gen != snapshots_.rend() && !complete_step(gen->second))
+    ++gen;
+  if (gen == snapshots_.rend())
+    return 0;
+  auto keep_from = gen->first;
+  for (++gen; gen != snapshots_.rend(); ++gen) {
+    if (complete_step(gen->second)) {
+      keep_from = gen->first;
+      break;
+    }
+  }
+  std::size_t forgotten = 0;
+  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < keep_from;) {
+    it = snapshots_.erase(it);
+    ++forgotten;
+  }
+  return forgotten;
+}
+
 std::vector<policy_action> supervisor_policy::pause() {
   std::vector<policy_action> out;
   if (!active(state_))

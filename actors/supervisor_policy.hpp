@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -189,6 +190,31 @@ class supervisor_policy {
   /// Periodic: finds hung ranks, lost nodes and overdue rendezvous (3).
   std::vector<policy_action> on_tick();
 
+  // ---- the same events in bulk, for the discrete-event simulator at thousands of ranks -------
+  // Each has exactly the effect of the per-rank calls it names, made in placement order, but takes
+  // one pass over the placement instead of one per rank (on_rank_ready and on_progress each scan
+  // the whole placement, so a rank-by-rank rendezvous of 16,384 ranks costs 2^28 steps).
+
+  /// (1) The agents of every node in `nodes` connected: on_node_up for each in turn.
+  std::vector<policy_action> on_nodes_up(std::span<const node_id> nodes);
+  /// (2) Every rank in `ranks` registered for epoch `e`: on_rank_ready for each in turn.
+  std::vector<policy_action> on_ranks_ready(std::span<const rank_id> ranks, epoch_t e);
+  /// Every rank of the placement finished step `s` of epoch `e`: on_progress for each in turn.
+  std::vector<policy_action> on_progress_all(epoch_t e, step_t s);
+  /// Every rank of the placement holds a copy of step `s` written in epoch `e`, which must be the
+  /// current epoch (else nothing happens): on_snapshot for each rank with `where` and, as holder,
+  /// the rank's own node when `holder_of_node` is empty, else `holder_of_node[its node]`. As for
+  /// on_snapshot, a holder that is not a node of the configuration records nothing for that rank.
+  void on_snapshot_all(epoch_t e, step_t s, state_source::kind where, std::span<const node_id> holder_of_node = {});
+
+  /// Forgets the copies recorded for world generations a restore is unlikely to need: those
+  /// older than both the generation a restore would use now (the newest with a step that every
+  /// rank can read from a live node) and the newest older generation that is complete too, kept
+  /// as the fallback should the first lose its step. Returns how many generations it forgot.
+  /// Without it the record grows by one generation per change of the world (at 16,384 ranks about
+  /// 7 MB each) and every node loss walks all of them.
+  std::size_t prune_snapshots();
+
   // ---- operator commands (7, 9, 10, 11) -----------------------------------------------------
   std::vector<policy_action> pause();
   std::vector<policy_action> resume();
@@ -220,6 +246,8 @@ class supervisor_policy {
   };
   /// The newest step whose state every rank of one world can still read from a live node.
   [[nodiscard]] std::optional<restore_choice> choose_restore() const;
+  /// The newest step of `w` that every rank can read from a live node.
+  [[nodiscard]] std::optional<step_t> complete_step(const world_snapshots& w) const;
   struct node_state {
     bool up = false;
     bool drained = false;
