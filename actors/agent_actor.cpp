@@ -137,6 +137,7 @@ caf::behavior agent_actor::make_behavior() {
       [this](const envelope&, const rank_ready& r) { to_supervisor(r.epoch, caf::make_message(r)); },
       [this](const envelope&, const rank_restored& r) { to_supervisor(r.epoch, caf::make_message(r)); },
       [this](const envelope&, const rank_trouble& t) { to_supervisor(t.epoch, caf::make_message(t)); },
+      [this](const envelope&, const restore_failed& f) { to_supervisor(f.epoch, caf::make_message(f)); },
       [this](const envelope&, const progress_report& p) {
         if (p.epoch == epoch_)
           trained_epoch_ = epoch_;
@@ -162,6 +163,12 @@ caf::behavior agent_actor::make_behavior() {
         for (auto& [i, w] : workers_)
           if (w.epoch == s.epoch && w.rank && !w.retiring)
             to_worker(w, s.epoch, caf::make_message(s));
+      },
+      [this](const envelope&, const snapshot_committed& c) {
+        caf::anon_send(checkpoint_, c);
+        for (auto& [i, w] : workers_)
+          if (w.epoch == c.epoch && w.rank && !w.retiring)
+            to_worker(w, c.epoch, caf::make_message(c));
       },
       [this](const envelope&, const kill_request& k) {
         if (auto* w = by_rank(k.rank)) {

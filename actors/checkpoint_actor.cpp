@@ -51,9 +51,24 @@ caf::behavior checkpoint_actor::make_behavior() {
         if (s.local_index >= slots_.size())
           return;
         auto& c = slot_contents_[s.local_index];
+        // The writer names the step it overwrote: the older one, or the newer one when it kept
+        // an older committed step.
+        std::vector<held> gone;
+        std::erase_if(c, [&](const held& h) {
+          // The same step again (a retrained step after a restore) replaces its entry.
+          const bool drop = h.step.value() == s.dropped || (h.step == s.step && h.epoch != s.epoch);
+          if (drop)
+            gone.push_back(h);
+          return drop || h.step == s.step;
+        });
         c.push_back({s.epoch, s.rank, s.step});
-        while (c.size() > 2)
+        while (c.size() > 2) {
+          gone.push_back(c.front());
           c.pop_front();
+        }
+        for (const auto& g : gone)
+          ctx_->supervisor->send("checkpoint", g.epoch,
+                                 caf::make_message(snapshot_dropped{g.epoch, g.rank, g.step, ctx_->node, 0}));
         ctx_->supervisor->send("checkpoint", s.epoch,
                                caf::make_message(snapshot_held{s.epoch, s.rank, s.step, ctx_->node, 0}));
         replicate(s.local_index, c.back());
@@ -68,8 +83,16 @@ caf::behavior checkpoint_actor::make_behavior() {
         auto& r = replicas_[h.rank];
         std::erase_if(r, [&](const replica& x) { return x.step == h.step && x.epoch == h.epoch; });
         r.push_back({h.epoch, h.rank, h.step, h.checksum, p.bytes});
-        while (r.size() > replicas_kept_per_rank)
-          r.pop_front();
+        // The oldest make room, except the committed step.
+        for (auto it = r.begin(); r.size() > replicas_kept_per_rank && it != r.end();) {
+          if (committed_ && it->step == committed_->second) {
+            ++it;
+            continue;
+          }
+          ctx_->supervisor->send("checkpoint", it->epoch,
+                                 caf::make_message(snapshot_dropped{it->epoch, it->rank, it->step, ctx_->node, 1}));
+          it = r.erase(it);
+        }
         ctx_->supervisor->send("checkpoint", h.epoch,
                                caf::make_message(snapshot_held{h.epoch, h.rank, h.step, ctx_->node, 1}));
       },
@@ -102,6 +125,7 @@ caf::behavior checkpoint_actor::make_behavior() {
         buddy_address_ = a.buddy_address;
       },
       [this](connect_atom) { report_all(); },
+      [this](const snapshot_committed& c) { committed_ = {c.epoch, c.step}; },
       [this](const peer_event& e) {
         if (e.up)
           return;
@@ -209,6 +233,25 @@ void checkpoint_actor::serve(const envelope& from, const state_request& r) {
         }
   } else {
     error = "checkpoints on disk are not held by " + where;
+  }
+  if (!found && r.kind == 1) {
+    std::string steps;
+    if (auto it = replicas_.find(r.rank); it != replicas_.end())
+      for (const auto& rep : it->second)
+        steps += (steps.empty() ? "" : ", ") + std::to_string(rep.step.value()) + " (epoch " +
+                 std::to_string(rep.epoch.value()) + ")";
+    error += " (replicas of rank " + std::to_string(r.rank.value()) + " here: " + (steps.empty() ? "none" : steps) + ")";
+  }
+  if (!found && r.kind == 0 && error.ends_with(" is not held on " + where)) {
+    // Say what the rank's slot holds instead.
+    for (const auto& [local, contents] : slot_contents_) {
+      if (std::none_of(contents.begin(), contents.end(), [&](const held& h) { return h.rank == r.rank; }))
+        continue;
+      std::string steps;
+      for (auto s : slots_[local].steps())
+        steps += (steps.empty() ? "" : ", ") + std::to_string(s.value());
+      error += " (slot " + std::to_string(local) + " holds step " + (steps.empty() ? "none" : steps) + ")";
+    }
   }
   if (!found) {
     reply_error(from.peer, from.actor, r.id, error);

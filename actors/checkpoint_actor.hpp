@@ -66,6 +66,8 @@ class checkpoint_actor : public caf::event_based_actor {
   std::map<std::uint32_t, std::deque<held>> slot_contents_;
   /// Replicas of the buddy's ranks: the newest few per rank.
   std::map<rank_id, std::deque<replica>> replicas_;
+  /// The newest committed step (snapshot_committed): replicas keep it while newer ones arrive.
+  std::optional<std::pair<epoch_t, step_t>> committed_;
   node_id buddy_;
   std::string buddy_address_;
   /// Daemons this actor talks to, by address.

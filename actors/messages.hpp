@@ -156,6 +156,38 @@ struct snapshot_held {
   std::uint8_t kind = 0;
 };
 
+/// A node no longer holds a copy it reported (a slot half rewritten, a replica evicted).
+struct snapshot_dropped {
+  epoch_t epoch;
+  rank_id rank;
+  step_t step;
+  node_id holder;
+  /// As restore_source::kind.
+  std::uint8_t kind = 0;
+};
+
+/// Every rank of the current world holds `step` in enough places (its own slot and a buddy's
+/// replica when the job spans nodes): a restore may want it, so slots and replicas keep it until a
+/// newer step is committed. The supervisor → every agent → its workers and checkpoint actor.
+struct snapshot_committed {
+  epoch_t epoch;
+  step_t step;
+};
+
+/// A worker could not read a state its start_training named (gone, damaged, unreachable): the
+/// supervisor forgets that copy and picks the restore point again.
+struct restore_failed {
+  epoch_t epoch;
+  rank_id rank;
+  node_id node;
+  step_t step;
+  /// The copy that failed.
+  rank_id old_rank;
+  node_id holder;
+  std::uint8_t kind = 0;
+  std::string detail;
+};
+
 /// Stop a worker with a signal.
 struct kill_request {
   rank_id rank;
@@ -211,6 +243,8 @@ struct snapshot_taken {
   step_t step;
   std::uint64_t length = 0;
   std::uint64_t checksum = 0;
+  /// The step this snapshot overwrote in the slot (~0: none).
+  std::uint64_t dropped = ~std::uint64_t{0};
 };
 
 // ---- checkpoint actors ---------------------------------------------------------------------------
@@ -274,6 +308,9 @@ RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.comput
 RK_INSPECT(progress_batch, x.node, x.reports)
 RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.connect_ns, x.restore_ns)
 RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)
+RK_INSPECT(snapshot_dropped, x.epoch, x.rank, x.step, x.holder, x.kind)
+RK_INSPECT(snapshot_committed, x.epoch, x.step)
+RK_INSPECT(restore_failed, x.epoch, x.rank, x.node, x.step, x.old_rank, x.holder, x.kind, x.detail)
 RK_INSPECT(kill_request, x.rank, x.signal, x.reason)
 RK_INSPECT(fail_node, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
@@ -281,7 +318,7 @@ RK_INSPECT(worker_hello, x.pid, x.local_index, x.standby)
 RK_INSPECT(worker_activate, x.local_index)
 RK_INSPECT(worker_heartbeat, x.local_index)
 RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world)
-RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum)
+RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum, x.dropped)
 RK_INSPECT(replica_header, x.epoch, x.rank, x.step, x.length, x.checksum)
 RK_INSPECT(state_request, x.id, x.rank, x.step, x.kind, x.holder, x.holder_address)
 RK_INSPECT(state_reply, x.id, x.ok, x.error, x.length, x.checksum)

@@ -398,8 +398,20 @@ caf::behavior supervisor_actor::make_behavior() {
           execute(policy_.on_collective_error(t.rank, t.epoch, t.detail));
         }
       },
+      [this](const envelope&, const snapshot_dropped& d) {
+        policy_.on_snapshot_dropped({d.epoch, d.rank, d.step, d.holder, static_cast<state_source::kind>(std::min<std::uint8_t>(d.kind, 2))});
+      },
+      [this](const envelope&, const restore_failed& f) {
+        execute(policy_.on_restore_failed(f.rank, f.epoch, f.old_rank, f.step, f.holder,
+                                          static_cast<state_source::kind>(std::min<std::uint8_t>(f.kind, 2)), f.detail));
+      },
       [this](const envelope&, const snapshot_held& h) {
-        policy_.on_snapshot({h.epoch, h.rank, h.step, h.holder, static_cast<state_source::kind>(h.kind)});
+        spdlog::trace("rank {} step {} of epoch {} held on node {} ({})", h.rank.value(), h.step.value(), h.epoch.value(),
+                      h.holder.value(), h.kind);
+        if (policy_.on_snapshot({h.epoch, h.rank, h.step, h.holder, static_cast<state_source::kind>(h.kind)})) {
+          spdlog::debug("step {} committed", policy_.committed()->value());
+          to_all_agents(policy_.epoch(), caf::make_message(snapshot_committed{policy_.epoch(), *policy_.committed()}));
+        }
         if (h.kind == 0 && h.epoch == policy_.epoch()) {
           auto& s = ranks_[h.rank];
           s.last_snapshot = std::max(s.last_snapshot, h.step.value());
@@ -430,6 +442,11 @@ std::string supervisor_actor::status_json(bool full) const {
   const double tokens_per_step = static_cast<double>(ctx_->spec.job.global_batch) * ctx_->spec.model.seq_len;
   if (!step_seconds_.empty() && max_step_ > 0 && step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1] > 0)
     j["tokens_per_s"] = tokens_per_step / step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1];
+  // The newest step every rank holds on enough nodes: where a failure now restores to at worst.
+  if (auto c = policy_.committed())
+    j["committed_step"] = c->value();
+  else
+    j["committed_step"] = nullptr;
   j["ranks"] = json::array();
   for (const auto& [r, s] : ranks_) {
     const bool placed = std::any_of(policy_.placement().begin(), policy_.placement().end(),

@@ -210,14 +210,123 @@ std::vector<policy_action> supervisor_policy::on_rank_ready(rank_id r, epoch_t e
   return out;
 }
 
-void supervisor_policy::on_snapshot(const snapshot_report& r) {
+bool supervisor_policy::on_snapshot(const snapshot_report& r) {
   auto gen = gen_of_epoch_.find(r.epoch);
   if (gen == gen_of_epoch_.end() || r.holder.value() >= nodes_.size())
-    return;
-  auto& steps = snapshots_[gen->second].ranks[r.rank];
+    return false;
+  auto& w = snapshots_[gen->second];
+  auto& steps = w.ranks[r.rank];
   steps[r.step].insert({r.holder, r.where});
-  while (steps.size() > steps_kept_per_rank)
-    steps.erase(steps.begin());
+  // The oldest steps make room, except the committed one: the slots keep it too.
+  const auto kept = committed_ && committed_->first == gen->second ? std::optional<step_t>{committed_->second}
+                                                                   : std::nullopt;
+  for (auto it = steps.begin(); steps.size() > steps_kept_per_rank && it != steps.end();)
+    it = kept && it->first == *kept ? std::next(it) : steps.erase(it);
+  if (gen->second != world_gen_ || (kept && *kept >= r.step))
+    return false;
+  const auto up = std::count_if(nodes_.begin(), nodes_.end(), [](const node_state& n) { return n.up; });
+  if (!held_everywhere(w, r.step, up >= 2 ? 2 : 1))
+    return false;
+  committed_ = {gen->second, r.step};
+  return true;
+}
+
+void supervisor_policy::on_snapshot_dropped(const snapshot_report& r) {
+  auto gen = gen_of_epoch_.find(r.epoch);
+  if (gen == gen_of_epoch_.end())
+    return;
+  auto w = snapshots_.find(gen->second);
+  if (w == snapshots_.end())
+    return;
+  auto rank = w->second.ranks.find(r.rank);
+  if (rank == w->second.ranks.end())
+    return;
+  auto at = rank->second.find(r.step);
+  if (at == rank->second.end())
+    return;
+  at->second.erase({r.holder, r.where});
+  if (at->second.empty())
+    rank->second.erase(at);
+}
+
+std::string supervisor_policy::missing_copies() const {
+  auto gen = snapshots_.rbegin();
+  while (gen != snapshots_.rend() && gen->second.world == 0)
+    ++gen;
+  if (gen == snapshots_.rend())
+    return "none was ever reported";
+  const auto& w = gen->second;
+  const auto steps_of = [&](rank_id r) {
+    std::string out;
+    if (auto it = w.ranks.find(r); it != w.ranks.end())
+      for (const auto& [s, copies] : it->second)
+        if (std::any_of(copies.begin(), copies.end(), [&](const auto& h) { return node_up(h.first); }))
+          out += (out.empty() ? "" : ", ") + std::to_string(s.value());
+    return out.empty() ? std::string{"none"} : out;
+  };
+  const auto first = w.ranks.find(rank_id{0});
+  if (first == w.ranks.end() || first->second.empty())
+    return "rank 0 of the " + std::to_string(w.world) + "-rank world holds none on a live node";
+  for (std::uint32_t r = 1; r < w.world; ++r)
+    if (steps_of(rank_id{r}) != steps_of(rank_id{0}))
+      return "of the " + std::to_string(w.world) + "-rank world, rank 0 holds steps " + steps_of(rank_id{0}) +
+             " and rank " + std::to_string(r) + " holds " + steps_of(rank_id{r}) + " on live nodes";
+  return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + steps_of(rank_id{0});
+}
+
+std::optional<step_t> supervisor_policy::committed() const {
+  if (committed_ && committed_->first == world_gen_)
+    return committed_->second;
+  return std::nullopt;
+}
+
+bool supervisor_policy::held_everywhere(const world_snapshots& w, step_t s, std::size_t copies) const {
+  if (w.world == 0)
+    return false;
+  for (std::uint32_t r = 0; r < w.world; ++r) {
+    auto rank = w.ranks.find(rank_id{r});
+    if (rank == w.ranks.end())
+      return false;
+    auto at = rank->second.find(s);
+    if (at == rank->second.end())
+      return false;
+    std::set<node_id> live;
+    for (const auto& [holder, kind] : at->second)
+      if (node_up(holder))
+        live.insert(holder);
+    if (live.size() < copies)
+      return false;
+  }
+  return true;
+}
+
+std::vector<policy_action> supervisor_policy::on_restore_failed(rank_id r, epoch_t e, rank_id old_rank, step_t step,
+                                                                node_id holder, state_source::kind where,
+                                                                const std::string& why) {
+  std::vector<policy_action> out;
+  if (e != epoch_ || state_ != job_state::running)
+    return out;
+  if (auto gen = snapshots_.find(restore_gen_); gen != snapshots_.end()) {
+    auto rank = gen->second.ranks.find(old_rank);
+    if (rank != gen->second.ranks.end()) {
+      if (auto at = rank->second.find(step); at != rank->second.end()) {
+        at->second.erase({holder, where});
+        if (at->second.empty())
+          rank->second.erase(at);
+      }
+    }
+  }
+  const auto name = holder.value() < config_.nodes.size() ? config_.nodes[holder.value()].name
+                                                          : "node " + std::to_string(holder.value());
+  const char* kinds[] = {"its slot", "a buddy replica", "disk"};
+  out.push_back(note_event{"restore_failed",
+                           "rank " + std::to_string(r.value()) + " could not read rank " +
+                               std::to_string(old_rank.value()) + "'s state of step " + std::to_string(step.value()) +
+                               " from " + kinds[std::min<std::size_t>(static_cast<std::size_t>(where), 2)] + " on " +
+                               name + ": " + why + "; choosing the restore point again",
+                           r, holder});
+  new_epoch(out, placement_, {}, "a restore source failed");
+  return out;
 }
 
 std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_restore() const {
@@ -232,6 +341,7 @@ std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_resto
       continue;
     for (auto step = first->second.rbegin(); step != first->second.rend(); ++step) {
       restore_choice c;
+      c.gen = gen->first;
       c.step = step->first;
       c.world = w.world;
       bool complete = true;
@@ -274,6 +384,7 @@ void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
   start.epoch = epoch_;
   start.placement = placement_;
   if (auto choice = choose_restore()) {
+    restore_gen_ = choice->gen;
     start.restore_step = choice->step;
     start.restore_world = choice->world;
     start.sources = std::move(choice->sources);
@@ -281,7 +392,9 @@ void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
     start.restore_step = step_t{0};
     start.restore_world = world();
     if (step_.value() > 0)
-      out.push_back(note_event{"no_snapshot", "no complete snapshot survives: training restarts from step 0", {}, {}});
+      out.push_back(note_event{"no_snapshot",
+                               "no complete snapshot survives (" + missing_copies() + "): training restarts from step 0",
+                               {}, {}});
   }
   state_ = job_state::running;
   start_step_ = start.restore_step;

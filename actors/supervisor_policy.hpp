@@ -178,7 +178,19 @@ class supervisor_policy {
   /// (2) A rank registered for an epoch.
   std::vector<policy_action> on_rank_ready(rank_id r, epoch_t e);
   /// A node holds a copy of a rank's state (reported after each snapshot, replication, commit).
-  void on_snapshot(const snapshot_report& r);
+  /// Returns true when this report commits a newer step of the current world: every rank holds it
+  /// on enough live nodes (two when two or more nodes are up, for a buddy replica; else one).
+  /// Slots and replicas keep the committed step (see snapshot_committed), so a restore finds it.
+  bool on_snapshot(const snapshot_report& r);
+  /// A node no longer holds a copy it reported: restores stop counting on it.
+  void on_snapshot_dropped(const snapshot_report& r);
+  /// The newest committed step of the current world, if any.
+  [[nodiscard]] std::optional<step_t> committed() const;
+  /// (5) Rank `r` could not read the copy of `old_rank`'s state at `step` held by `holder` as
+  /// `where`, named in the start of epoch `e`: that copy is forgotten and a new epoch chooses the
+  /// restore point again (an older step, another copy, or step 0).
+  std::vector<policy_action> on_restore_failed(rank_id r, epoch_t e, rank_id old_rank, step_t step, node_id holder,
+                                               state_source::kind where, const std::string& why);
   /// (5) A rank's process ended, or its collectives failed, or it was found hung.
   std::vector<policy_action> on_rank_failed(rank_id r, epoch_t e, const std::string& why);
   /// A rank's collective failed (a timeout or a peer error): a symptom; the rank that caused it
@@ -240,6 +252,7 @@ class supervisor_policy {
     std::map<rank_id, std::map<step_t, holders>> ranks;
   };
   struct restore_choice {
+    std::uint32_t gen = 0;
     step_t step;
     std::uint32_t world = 0;
     std::vector<state_source> sources;
@@ -248,6 +261,10 @@ class supervisor_policy {
   [[nodiscard]] std::optional<restore_choice> choose_restore() const;
   /// The newest step of `w` that every rank can read from a live node.
   [[nodiscard]] std::optional<step_t> complete_step(const world_snapshots& w) const;
+  /// Why no restore point exists, for the event: the steps the ranks still hold.
+  [[nodiscard]] std::string missing_copies() const;
+  /// True when every rank of `w` holds `s` on at least `copies` live nodes.
+  [[nodiscard]] bool held_everywhere(const world_snapshots& w, step_t s, std::size_t copies) const;
   struct node_state {
     bool up = false;
     bool drained = false;
@@ -278,6 +295,10 @@ class supervisor_policy {
   std::uint32_t world_gen_ = 0;
   std::map<epoch_t, std::uint32_t> gen_of_epoch_;
   std::map<std::uint32_t, world_snapshots> snapshots_;
+  /// The newest committed step and its generation.
+  std::optional<std::pair<std::uint32_t, step_t>> committed_;
+  /// The generation the current epoch restored from.
+  std::uint32_t restore_gen_ = 0;
   clock::time_point rendezvous_since_;
   std::optional<clock::time_point> collective_error_since_;
   std::uint32_t restarts_ = 0;

@@ -69,6 +69,7 @@ class worker_actor : public caf::event_based_actor {
         [this](const envelope&, const worker_activate& a) { rt_->push(a); },
         [this](const envelope&, const worker_assignment& a) { rt_->push(a); },
         [this](const envelope&, const start_training& s) { rt_->push(s); },
+        [this](const envelope&, const snapshot_committed& c) { rt_->commit(c.epoch, c.step); },
         [this](const envelope&, const abort_epoch& a) {
           rt_->abort_current(a.epoch);
           rt_->push(a);
@@ -166,7 +167,17 @@ expected<transport::shared_bytes> worker_runtime::fetch(const state_request& r, 
   return f.get();
 }
 
-status worker_runtime::restore(const start_training& start, training::training_task& task, std::string& source) {
+void worker_runtime::commit(epoch_t epoch, step_t step) {
+  // Only steps of the epoch that trains: an older epoch's commit may name a step of another world.
+  if (training_epoch_.load(std::memory_order_acquire) == epoch.value())
+    keep_step_.store(step.value(), std::memory_order_release);
+  else
+    spdlog::debug("commit of step {} in epoch {} ignored: training in epoch {}", step.value(), epoch.value(),
+                  training_epoch_.load());
+}
+
+status worker_runtime::restore(const start_training& start, training::training_task& task, std::string& source,
+                               std::optional<restore_source>& failed) {
   const auto rank = static_cast<std::uint32_t>(task.rank());
   const bool same_world = start.restore_world == static_cast<std::uint32_t>(task.world_size());
   std::vector<transport::shared_bytes> held;
@@ -201,9 +212,11 @@ status worker_runtime::restore(const start_training& start, training::training_t
         s.holder.value() < start.node_addresses.size() ? start.node_addresses[s.holder.value()] : std::string{};
     auto bytes = fetch(state_request{0, s.old_rank, start.restore_step, s.kind, s.holder, holder_address},
                        ctx_.spec.timeouts.rendezvous);
-    if (!bytes)
+    if (!bytes) {
+      failed = s;
       return bytes.error().with_context("restoring rank " + std::to_string(s.old_rank.value()) + " of step " +
                                         std::to_string(start.restore_step.value()));
+    }
     source = (s.kind == 1 ? "buddy memory on " : s.kind == 2 ? "disk on " : "memory on ") +
              ctx_.spec.nodes.at(s.holder.value()).name;
     held.push_back(std::move(*bytes));
@@ -265,10 +278,19 @@ void worker_runtime::train(const start_training& start) {
   training::training_task* task = task_.get();
   t0 = clock_type::now();
   std::string source = "none";
+  // Until the supervisor commits a newer step, snapshots keep the restore point.
+  keep_step_.store(start.restore_step.value() > 0 ? start.restore_step.value() : ~std::uint64_t{0},
+                   std::memory_order_release);
+  training_epoch_.store(a.epoch.value(), std::memory_order_release);
   if (start.restore_step.value() > 0) {
-    if (auto s = restore(start, *task, source); !s.ok()) {
+    std::optional<restore_source> failed;
+    if (auto s = restore(start, *task, source, failed); !s.ok()) {
       spdlog::error("worker cannot restore: {}", s.message());
-      to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
+      if (failed)
+        to_agent(a.epoch, caf::make_message(restore_failed{a.epoch, a.rank, ctx_.node, start.restore_step,
+                                                           failed->old_rank, failed->holder, failed->kind, s.message()}));
+      else
+        to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
       return;
     }
   }
@@ -301,14 +323,24 @@ void worker_runtime::train(const start_training& start) {
                       0,
                       tokens};
     if (r->step.value() % every == 0) {
-      // The training stall: export straight into the slot's free half, publish.
+      // The training stall: export straight into the slot's free half, publish. Every rank
+      // snapshots the same steps; the half it writes keeps the committed step (or the restore
+      // point until a newer one commits), so a restore always finds that one.
+      const auto keep = keep_step_.load(std::memory_order_acquire);
       const auto snap_start = clock_type::now();
-      auto half = slot_->begin_write();
+      const auto before = slot_->steps();
+      auto half = slot_->begin_write(keep == ~std::uint64_t{0} ? std::nullopt : std::optional<step_t>{step_t{keep}});
       if (half && half->size() >= task->state_size() && task->export_state(*half).ok() &&
           slot_->publish(r->step, task->state_size()).ok()) {
         p.snapshot_ns = ns_since(snap_start);
+        // This process is the slot's only writer: what it held before and not now was overwritten.
+        std::uint64_t dropped = ~std::uint64_t{0};
+        const auto after = slot_->steps();
+        for (auto s : before)
+          if (std::find(after.begin(), after.end(), s) == after.end())
+            dropped = s.value();
         to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
-                                                                task->state_size(), 0}));
+                                                                task->state_size(), 0, dropped}));
       } else {
         spdlog::error("snapshot of step {} failed: {}", r->step.value(),
                       half ? "export or publish failed" : half.error().message());

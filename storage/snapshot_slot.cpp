@@ -299,12 +299,23 @@ status snapshot_slot::claim_writer() {
   }
 }
 
-expected<std::span<std::byte>> snapshot_slot::begin_write() {
+expected<std::span<std::byte>> snapshot_slot::begin_write(std::optional<step_t> keep) {
   RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
   RK_RETURN_IF_ERROR(claim_writer());
+  std::uint32_t active = u32_at(base_, off_active).load(std::memory_order_acquire);
+  std::uint32_t h = active == 0 ? 1 : 0;
+  // Step 0: the inactive half holds the step to keep (and the active one does not).
+  if (keep && active <= 1) {
+    const auto holds = [&](std::uint32_t x) {
+      return u32_at(base_, desc(x, d_state)).load(std::memory_order_acquire) == half_published &&
+             u64_at(base_, desc(x, d_step)).load(std::memory_order_relaxed) == keep->value();
+    };
+    if (holds(h) && !holds(active)) {
+      u32_at(base_, off_active).store(h, std::memory_order_release);
+      std::swap(active, h);
+    }
+  }
   // Step 1.
-  const std::uint32_t active = u32_at(base_, off_active).load(std::memory_order_acquire);
-  const std::uint32_t h = active == 0 ? 1 : 0;
   auto seq = u64_at(base_, desc(h, d_sequence));
   const std::uint64_t s = seq.load(std::memory_order_relaxed);
   // Odd: a writer died in the middle of this half; it stays odd, and moves on by 2.
@@ -422,14 +433,16 @@ expected<snapshot_view> snapshot_slot::at_step(step_t step, bool verify) const {
     const std::uint32_t state = u32_at(base_, desc(h, d_state)).load(std::memory_order_acquire);
     if (state != half_published)
       continue;
-    auto v = read_half(h, verify);
+    // The descriptor first: only the half of `step` is verified, so damage to the other one
+    // does not hide it.
+    auto v = read_half(h, false);
     if (!v) {
       if (v.error().code() == errc::data_loss)
         return v;
       continue;
     }
     if (v->step == step)
-      return v;
+      return verify ? read_half(h, true) : v;
     seen += (seen.empty() ? "" : ", ") + std::to_string(v->step.value());
   }
   return status{errc::not_found, "snapshot slot " + name_ + " holds no snapshot of step " + std::to_string(step.value()) +

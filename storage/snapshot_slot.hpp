@@ -57,6 +57,8 @@ struct snapshot_info {
 ///
 /// Publish protocol. The active half holds the newest published snapshot; the writer only ever
 /// writes the other one:
+///   0. Only when the inactive half holds the step to keep: store it as the active half (release);
+///      the other half, newer but not needed by a restore, becomes the inactive one.
 ///   1. begin_write: pick the inactive half h; make its sequence odd (+1, or +2 when it is odd
 ///      already because an earlier writer died there) and mark it "writing". Release fence.
 ///   2. Copy the state into half h (one memcpy; `write` hashes each chunk while it is in cache).
@@ -126,8 +128,11 @@ class snapshot_slot {
   // ---- writer ----
 
   /// Steps 1 of the publish protocol: returns the inactive half to fill (capacity() bytes), e.g. by
-  /// exporting the state straight into it. Errors: unavailable (another live writer).
-  [[nodiscard]] expected<std::span<std::byte>> begin_write();
+  /// exporting the state straight into it. When the inactive half holds the snapshot of `keep`
+  /// (the newest step every rank of the job is known to hold: a restore will want it), the active
+  /// half is overwritten instead, after the kept one is made active again (step 0 below), so the
+  /// slot never loses `keep`. Errors: unavailable (another live writer).
+  [[nodiscard]] expected<std::span<std::byte>> begin_write(std::optional<step_t> keep = {});
   /// Steps 3–5: publishes the first `length` bytes of the half `begin_write` returned. Computes
   /// the checksum when none is given. Errors: failed_precondition (no begin_write),
   /// resource_exhausted (length > capacity()).

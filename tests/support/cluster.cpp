@@ -133,13 +133,17 @@ nlohmann::json local_cluster::wait_done(std::chrono::milliseconds timeout) const
 }
 
 int local_cluster::rank_pid(int rank) const {
-  const auto s = status();
-  if (s.is_null())
-    return -1;
-  for (const auto& r : s["ranks"])
-    if (r.value("rank", -1) == rank)
-      return r.value("pid", -1);
-  return -1;
+  // A rank between processes (or a status being rewritten) has none yet: wait a little.
+  int pid = -1;
+  (void)wait_for(
+      [&](const nlohmann::json& s) {
+        for (const auto& r : s.value("ranks", nlohmann::json::array()))
+          if (r.value("rank", -1) == rank)
+            pid = r.value("pid", -1);
+        return pid > 0;
+      },
+      std::chrono::seconds{10});
+  return pid;
 }
 
 process_result local_cluster::admin(std::vector<std::string> args) const {

@@ -62,6 +62,13 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(round_trip(rank_exited{epoch_t{1}, rank_id{2}, node_id{1}, 0, 9, "killed by signal 9", 77}).detail,
             "killed by signal 9");
   EXPECT_EQ(round_trip(node_heartbeat{node_id{1}, 5}).sequence, 5u);
+  EXPECT_EQ(round_trip(snapshot_committed{epoch_t{3}, step_t{45}}).step, step_t{45});
+  EXPECT_EQ(round_trip(snapshot_dropped{epoch_t{3}, rank_id{1}, step_t{40}, node_id{1}, 1}).step, step_t{40});
+  const auto rf = round_trip(restore_failed{epoch_t{3}, rank_id{1}, node_id{0}, step_t{50}, rank_id{2}, node_id{1}, 1, "gone"});
+  EXPECT_EQ(rf.old_rank, rank_id{2});
+  EXPECT_EQ(rf.holder, node_id{1});
+  EXPECT_EQ(rf.kind, 1);
+  EXPECT_EQ(rf.detail, "gone");
   EXPECT_EQ(round_trip(abort_epoch{epoch_t{4}}).epoch, epoch_t{4});
   EXPECT_EQ(round_trip(rank_ready{epoch_t{1}, rank_id{1}, node_id{0}, 1, 99, {7}}).address, blob{7});
   EXPECT_TRUE(round_trip(rank_trouble{epoch_t{1}, rank_id{1}, node_id{0}, true, "silent"}).unresponsive);
@@ -86,7 +93,7 @@ TEST_F(system_fixture, every_message_type_round_trips) {
 
 TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
   const auto names = message_type_names();
-  EXPECT_EQ(names.size(), 28u);
+  EXPECT_EQ(names.size(), 31u);
   for (const auto& n : names)
     EXPECT_FALSE(n.empty());
   EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());

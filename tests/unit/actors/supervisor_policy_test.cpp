@@ -317,5 +317,88 @@ TEST(supervisor_policy, a_collective_error_without_a_culprit_restarts_everyone_a
   EXPECT_EQ(p.epoch(), epoch_t{2});
 }
 
+// Every rank of the placement registers; the start it leads to (none or one).
+std::vector<start_epoch> all_ready(supervisor_policy& p) {
+  std::vector<policy_action> last;
+  for (const auto& s : p.placement())
+    last = p.on_rank_ready(s.rank, p.epoch());
+  return all_of<start_epoch>(last);
+}
+
+// Rank r's buddy node: the other of two nodes.
+node_id buddy_of(node_id n) { return node_id{n.value() == 0 ? 1u : 0u}; }
+
+TEST(supervisor_policy, a_step_commits_once_every_rank_holds_it_locally_and_on_its_buddy) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  EXPECT_FALSE(p.committed());
+  for (const auto& s : p.placement())
+    EXPECT_FALSE(p.on_snapshot({p.epoch(), s.rank, step_t{5}, s.node, state_source::kind::local_slot}))
+        << "one copy is not enough with two nodes up";
+  const auto& last = p.placement().back();
+  for (const auto& s : p.placement()) {
+    const bool commits = p.on_snapshot({p.epoch(), s.rank, step_t{5}, buddy_of(s.node), state_source::kind::buddy_replica});
+    EXPECT_EQ(commits, s.rank == last.rank) << "the last replica commits step 5";
+  }
+  ASSERT_TRUE(p.committed());
+  EXPECT_EQ(*p.committed(), step_t{5});
+  // Repeated or older reports commit nothing new.
+  EXPECT_FALSE(p.on_snapshot({p.epoch(), last.rank, step_t{5}, last.node, state_source::kind::local_slot}));
+  // Newer uncommitted steps do not push the committed one out of the record.
+  for (std::uint64_t step = 10; step <= 40; step += 5)
+    snapshot_all(p, step);
+  EXPECT_EQ(*p.committed(), step_t{5});
+  // n1 is lost: the ranks of n1 must come from replicas of the committed step on n0.
+  auto a = p.on_node_lost(node_id{1}, "gone");
+  auto start = all_ready(p);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{5});
+  EXPECT_EQ(start[0].restore_world, 4u);
+  EXPECT_FALSE(p.committed()) << "a new world commits its own steps";
+}
+
+TEST(supervisor_policy, with_one_node_up_a_local_copy_commits) {
+  fake_clock clock;
+  auto config = two_nodes();
+  config.nodes.pop_back();
+  supervisor_policy p{config, clock};
+  (void)start_job(p, 1);
+  const auto& placement = p.placement();
+  ASSERT_EQ(placement.size(), 2u);
+  EXPECT_FALSE(p.on_snapshot({p.epoch(), rank_id{0}, step_t{5}, node_id{0}, state_source::kind::local_slot}));
+  EXPECT_TRUE(p.on_snapshot({p.epoch(), rank_id{1}, step_t{5}, node_id{0}, state_source::kind::local_slot}));
+  EXPECT_EQ(*p.committed(), step_t{5});
+}
+
+TEST(supervisor_policy, a_copy_that_cannot_be_read_is_forgotten_and_the_restore_point_chosen_again) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  snapshot_all(p, 5);
+  snapshot_all(p, 10);
+  (void)p.on_rank_failed(rank_id{2}, p.epoch(), "killed by signal 9");
+  auto start = all_ready(p);
+  ASSERT_EQ(start.size(), 1u);
+  ASSERT_EQ(start[0].restore_step, step_t{10});
+  // Rank 2's slot no longer holds step 10 (say it was overwritten).
+  const auto e = p.epoch();
+  EXPECT_TRUE(p.on_restore_failed(rank_id{2}, epoch_t{e.value() - 1}, rank_id{2}, step_t{10}, node_id{1},
+                                  state_source::kind::local_slot, "gone")
+                  .empty())
+      << "a stale epoch's report changes nothing";
+  auto a = p.on_restore_failed(rank_id{2}, e, rank_id{2}, step_t{10}, node_id{1}, state_source::kind::local_slot,
+                               "rank 2 step 10 is not held on node n1");
+  ASSERT_EQ(p.epoch(), e.next());
+  auto notes = all_of<note_event>(a);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_EQ(notes[0].kind, "restore_failed");
+  EXPECT_NE(notes[0].detail.find("step 10"), std::string::npos) << notes[0].detail;
+  EXPECT_EQ(p.restarts(), 1u) << "no rank failed again";
+  start = all_ready(p);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{5}) << "the newest step every rank still holds";
+}
+
 }  // namespace
 }  // namespace rekindle::actors

@@ -142,6 +142,35 @@ TEST_F(slot_fixture, readers_see_the_previous_snapshot_until_the_next_is_publish
   EXPECT_EQ(slot.latest()->step, step_t{2});
 }
 
+TEST_F(slot_fixture, a_kept_step_survives_any_number_of_newer_snapshots) {
+  auto slot = make(4096);
+  ASSERT_TRUE(slot.write(step_t{10}, pattern(10, 1000)).ok());
+  ASSERT_TRUE(slot.write(step_t{15}, pattern(15, 1000)).ok());
+  for (std::uint64_t step : {20u, 25u, 30u}) {
+    auto half = slot.begin_write(step_t{10});
+    ASSERT_TRUE(half.has_value()) << half.to_status();
+    // While the newer half is rewritten, readers see the kept one as the newest.
+    auto during = slot.latest();
+    ASSERT_TRUE(during.has_value()) << during.to_status();
+    EXPECT_EQ(during->step, step_t{10});
+    const auto p = pattern(step, 1000);
+    std::memcpy(half->data(), p.data(), p.size());
+    ASSERT_TRUE(slot.publish(step_t{step}, p.size()).ok());
+    EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{10}, step_t{step}}));
+    auto kept = slot.at_step(step_t{10});
+    ASSERT_TRUE(kept.has_value()) << kept.to_status();
+    EXPECT_EQ(bytes_of(kept->data), pattern(10, 1000));
+    EXPECT_EQ(slot.latest()->step, step_t{step});
+  }
+  // Keeping the newest step, or one the slot does not hold, writes the older half as usual.
+  ASSERT_TRUE(slot.begin_write(step_t{30}).has_value());
+  ASSERT_TRUE(slot.publish(step_t{35}, 10).ok());
+  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{30}, step_t{35}}));
+  ASSERT_TRUE(slot.begin_write(step_t{5}).has_value());
+  ASSERT_TRUE(slot.publish(step_t{40}, 10).ok());
+  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{35}, step_t{40}}));
+}
+
 TEST_F(slot_fixture, capacity_is_checked_with_a_precise_error) {
   auto slot = make(4096);
   const auto big = pattern(1, 4097);
@@ -166,6 +195,12 @@ TEST_F(slot_fixture, a_corrupted_snapshot_fails_its_checksum) {
   EXPECT_TRUE(slot.latest(false).has_value()) << "unverified reads skip the checksum";
   std::vector<std::byte> out(4096);
   EXPECT_EQ(slot.copy_latest(out).to_status().code(), errc::data_loss);
+  // The other half, intact, is still found by its step; the damaged one is named by its own.
+  ASSERT_TRUE(slot.write(step_t{8}, pattern(8, 1000)).ok());
+  EXPECT_TRUE(slot.at_step(step_t{8}).has_value());
+  const auto damaged = slot.at_step(step_t{4}).to_status();
+  EXPECT_EQ(damaged.code(), errc::data_loss);
+  EXPECT_NE(damaged.message().find("step 4"), std::string::npos) << damaged;
 }
 
 TEST_F(slot_fixture, create_refuses_an_existing_slot_and_stale_ones_are_removed) {
