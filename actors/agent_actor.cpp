@@ -106,8 +106,17 @@ caf::behavior agent_actor::make_behavior() {
           send(this, connect_atom::value);
           return;
         }
-        if (auto* w = by_peer(e.peer))
+        if (auto* w = by_peer(e.peer)) {
           w->peer.reset();
+          // Its endpoint failed (a stopped process stops answering UCX's keep-alive too): the
+          // worker cannot be reached, which is what a missed heartbeat would say a little later.
+          if (w->rank && !w->retiring && !w->reported_unresponsive) {
+            w->reported_unresponsive = true;
+            spdlog::warn("worker unreachable local={} rank={}: {}", w->local_index, w->rank->value(), e.reason);
+            to_supervisor(w->epoch, caf::make_message(rank_trouble{w->epoch, *w->rank, ctx_->node, true,
+                                                                   "connection to its worker lost: " + e.reason}));
+          }
+        }
       },
       // ---- from workers ----
       [this](const envelope& from, const worker_hello& h) {
@@ -350,10 +359,11 @@ void agent_actor::tick() {
   flush_progress();
   ensure_standby();
   if (ctx_->supervisor->peer())
-    to_supervisor(epoch_t{0}, caf::make_message(node_heartbeat{ctx_->node, ++heartbeat_seq_}));
+    to_supervisor(epoch_t{0}, caf::make_message(node_heartbeat{ctx_->node, ++heartbeat_seq_, standby_ && standby_->peer}));
   const auto now = ctx_->time->now();
   for (auto& [i, w] : workers_) {
-    if (!w.peer || !w.rank || w.retiring || w.reported_unresponsive)
+    // A ranked worker without a connection lost it: its heartbeats age like a silent one's.
+    if (!w.rank || w.retiring || w.reported_unresponsive)
       continue;
     if (now - w.last_heartbeat > ctx_->spec.timeouts.node) {
       w.reported_unresponsive = true;

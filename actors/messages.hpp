@@ -31,6 +31,8 @@ struct node_hello {
 struct node_heartbeat {
   node_id node;
   std::uint64_t sequence = 0;
+  /// A warm standby worker waits on the node (a failed rank there restarts without a new process).
+  bool standby_ready = false;
 };
 
 /// One rank an agent must run in an epoch.
@@ -294,7 +296,7 @@ struct state_reply {
   }
 
 RK_INSPECT(node_hello, x.node, x.name, x.address, x.pid)
-RK_INSPECT(node_heartbeat, x.node, x.sequence)
+RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready)
 RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
 RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address)
 RK_INSPECT(abort_epoch, x.epoch)

@@ -308,7 +308,10 @@ caf::behavior supervisor_actor::make_behavior() {
         }
         execute(policy_.on_node_up(h.node));
       },
-      [this](const envelope&, const node_heartbeat& h) { policy_.on_heartbeat(h.node); },
+      [this](const envelope&, const node_heartbeat& h) {
+        policy_.on_heartbeat(h.node);
+        standby_ready_[h.node.value()] = h.standby_ready;
+      },
       [this](const envelope&, const rank_ready& r) {
         if (r.epoch != policy_.epoch())
           return;
@@ -447,6 +450,13 @@ std::string supervisor_actor::status_json(bool full) const {
     j["committed_step"] = c->value();
   else
     j["committed_step"] = nullptr;
+  j["nodes"] = json::array();
+  for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n) {
+    const auto it = standby_ready_.find(n);
+    j["nodes"].push_back({{"name", ctx_->spec.nodes[n].name},
+                          {"up", policy_.node_up(node_id{n})},
+                          {"standby_ready", it != standby_ready_.end() && it->second && policy_.node_up(node_id{n})}});
+  }
   j["ranks"] = json::array();
   for (const auto& [r, s] : ranks_) {
     const bool placed = std::any_of(policy_.placement().begin(), policy_.placement().end(),

@@ -109,7 +109,7 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
   out.push_back(persist_epoch{epoch_});
   out.push_back(abort_ranks{epoch_});
   for (const auto& s : placement_) {
-    const auto delay = respawn.contains(s.rank) ? backoff_for(ranks_[s.rank].restarts) : std::chrono::nanoseconds::zero();
+    const auto delay = respawn.contains(s.rank) ? backoff_for(ranks_[s.rank].quick_failures) : std::chrono::nanoseconds::zero();
     out.push_back(spawn_rank{epoch_, s, world(), delay});
   }
   state_ = job_state::rendezvous;
@@ -419,6 +419,7 @@ std::vector<policy_action> supervisor_policy::on_rank_failed(rank_id r, epoch_t 
   if (it == ranks_.end())
     return out;
   ++it->second.restarts;
+  ++it->second.quick_failures;
   ++restarts_;
   out.push_back(note_event{"rank_failed", "rank " + std::to_string(r.value()) + ": " + why, r, {}});
   if (it->second.restarts > config_.max_restarts_per_rank) {
@@ -457,6 +458,8 @@ std::vector<policy_action> supervisor_policy::on_progress(rank_id r, epoch_t e, 
     return out;
   it->second.step = std::max(it->second.step, s);
   it->second.last_progress = clock_.now();
+  if (s.value() >= start_step_.value() + config_.snapshot_every)
+    it->second.quick_failures = 0;  // it trained past a snapshot: the next failure is a new one
   step_t lowest{~std::uint64_t{0}};
   for (const auto& slot : placement_)
     lowest = std::min(lowest, ranks_[slot.rank].step);
@@ -510,6 +513,7 @@ std::vector<policy_action> supervisor_policy::on_tick() {
     for (auto r : missing) {
       auto& rs = ranks_[r];
       ++rs.restarts;
+      ++rs.quick_failures;
       ++restarts_;
       if (rs.restarts > config_.max_restarts_per_rank) {
         fail(out, "rank " + std::to_string(r.value()) + " never registered after " + std::to_string(rs.restarts) +
@@ -591,6 +595,8 @@ std::vector<policy_action> supervisor_policy::on_progress_all(epoch_t e, step_t 
     }
     it->second.step = std::max(it->second.step, s);
     it->second.last_progress = now;
+    if (s.value() >= start_step_.value() + config_.snapshot_every)
+      it->second.quick_failures = 0;
     lowest = std::min(lowest, it->second.step);
     ++it;
   }

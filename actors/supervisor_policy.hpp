@@ -244,6 +244,10 @@ class supervisor_policy {
     step_t step;
     clock::time_point last_progress;
     std::uint32_t restarts = 0;
+    /// Failures since the rank last trained `snapshot_every` steps past an epoch's start: what
+    /// the restart back-off grows with (a crash loop waits longer, a failure after hours of
+    /// training does not).
+    std::uint32_t quick_failures = 0;
   };
   /// Copies of rank states by world generation, rank, step: the nodes holding them and how.
   using holders = std::set<std::pair<node_id, state_source::kind>>;

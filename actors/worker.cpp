@@ -397,10 +397,17 @@ int worker_runtime::run() {
     spdlog::error("worker cannot set up its data plane: {}", r.error().message());
     return 6;
   }
+  if (!ctx_.local_index) {
+    prepare_standby_task();
+    // Map every local rank's slot now: opening one faults in both halves (hundreds of MB for a
+    // large state), work that must not wait for a failure.
+    for (std::uint32_t i = 0; i < ctx_.spec.ranks_on(ctx_.node); ++i)
+      if (auto s = storage::snapshot_slot::open(storage::snapshot_slot::name_for(ctx_.node_dir, ctx_.spec.job.name, i)))
+        standby_slots_.emplace(i, std::move(*s));
+  }
+  // A standby says hello once it is warm: the agent activates only a standby that is ready.
   to_agent(epoch_t{0}, caf::make_message(worker_hello{static_cast<std::uint32_t>(getpid()), ctx_.local_index.value_or(~0u),
                                                       !ctx_.local_index.has_value()}));
-  if (!ctx_.local_index)
-    prepare_standby_task();
   for (;;) {
     command c;
     {
@@ -417,8 +424,13 @@ int worker_runtime::run() {
     }
     if (auto* act = std::get_if<worker_activate>(&c)) {
       const auto to = clock_type::now();
-      auto slot = storage::snapshot_slot::open(
-          storage::snapshot_slot::name_for(ctx_.node_dir, ctx_.spec.job.name, act->local_index));
+      expected<storage::snapshot_slot> slot = status{errc::not_found, "not mapped ahead"};
+      if (auto it = standby_slots_.find(act->local_index); it != standby_slots_.end())
+        slot = std::move(it->second);
+      else
+        slot = storage::snapshot_slot::open(
+            storage::snapshot_slot::name_for(ctx_.node_dir, ctx_.spec.job.name, act->local_index));
+      standby_slots_.clear();
       if (!slot) {
         spdlog::error("standby cannot open the slot of local rank {}: {}", act->local_index, slot.error().message());
         exit_status_ = 3;

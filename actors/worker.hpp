@@ -94,6 +94,8 @@ class worker_runtime {
   caf::actor_system& system_;
   worker_context ctx_;
   std::optional<storage::snapshot_slot> slot_;
+  /// A standby's mappings of every local rank's slot, made ahead; the one it takes over becomes slot_.
+  std::map<std::uint32_t, storage::snapshot_slot> standby_slots_;
   caf::actor actor_;
 
   std::mutex mutex_;

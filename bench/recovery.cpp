@@ -341,8 +341,16 @@ std::vector<kill_result> kill_service(const model_choice& m, int world, const op
           for (const auto& r : st["recoveries"])
             if (!r.value("done", false))
               return false;
-          for (const auto& r : st["ranks"])
+          std::string victim_node;
+          for (const auto& r : st["ranks"]) {
             if (r.value("state", "") != "training")
+              return false;
+            if (r.value("rank", -1) == victim)
+              victim_node = r.value("node", "");
+          }
+          // A failure hours apart finds the node's standby warm: so does each kill here.
+          for (const auto& n : st.value("nodes", json::array()))
+            if (n.value("name", "") == victim_node && !n.value("standby_ready", false))
               return false;
           return true;
         },

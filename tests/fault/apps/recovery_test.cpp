@@ -87,7 +87,7 @@ TEST(recovery, a_stopped_rank_is_found_killed_and_restarted_with_the_same_final_
   expect_recovered(c, report, 1);
   const auto& recs = report["recoveries"];
   EXPECT_TRUE(std::any_of(recs.begin(), recs.end(), [](const nlohmann::json& r) { return r.value("rank", -1) == 1; }))
-      << recs.dump(2);
+      << recs.dump(2) << c.log("n0");
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
   kill(pid, SIGKILL);
 }
@@ -102,7 +102,7 @@ TEST(recovery, a_lost_node_moves_its_ranks_to_the_spare_and_restores_from_buddy_
   const auto report = c.wait_done(240s);
   expect_recovered(c, report, 1);
   const auto& r = report["recoveries"][0];
-  EXPECT_NE(r["source"].get<std::string>().find("buddy memory"), std::string::npos) << r.dump();
+  EXPECT_NE(r["source"].get<std::string>().find("buddy memory"), std::string::npos) << r.dump() << c.log("n0");
   EXPECT_EQ(report["world"], 4);
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
 }

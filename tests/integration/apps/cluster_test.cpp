@@ -38,6 +38,19 @@ TEST(cluster, status_and_bad_admin_requests_through_the_shell) {
   auto s = nlohmann::json::parse(r.out);
   EXPECT_EQ(s["state"], "running");
   EXPECT_EQ(s["world"], 4);
+  ASSERT_EQ(s["nodes"].size(), 2u);
+  EXPECT_EQ(s["nodes"][1]["name"], "n1");
+  EXPECT_TRUE(s["nodes"][1]["up"].get<bool>());
+  // Once training runs, each node starts a standby worker and reports it warm.
+  EXPECT_TRUE(c.wait_for(
+      [](const nlohmann::json& st) {
+        for (const auto& n : st["nodes"])
+          if (!n.value("standby_ready", false))
+            return false;
+        return true;
+      },
+      120s))
+      << c.status().dump(2);
   r = c.admin({"kill", "rank", "7", "--yes"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("rank 7 is not in the job (world 4)"), std::string::npos) << r.err;

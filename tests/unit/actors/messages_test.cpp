@@ -62,6 +62,7 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(round_trip(rank_exited{epoch_t{1}, rank_id{2}, node_id{1}, 0, 9, "killed by signal 9", 77}).detail,
             "killed by signal 9");
   EXPECT_EQ(round_trip(node_heartbeat{node_id{1}, 5}).sequence, 5u);
+  EXPECT_TRUE(round_trip(node_heartbeat{node_id{1}, 5, true}).standby_ready);
   EXPECT_EQ(round_trip(snapshot_committed{epoch_t{3}, step_t{45}}).step, step_t{45});
   EXPECT_EQ(round_trip(snapshot_dropped{epoch_t{3}, rank_id{1}, step_t{40}, node_id{1}, 1}).step, step_t{40});
   const auto rf = round_trip(restore_failed{epoch_t{3}, rank_id{1}, node_id{0}, step_t{50}, rank_id{2}, node_id{1}, 1, "gone"});

@@ -52,6 +52,14 @@ void snapshot_all(supervisor_policy& p, std::uint64_t step) {
     p.on_snapshot({p.epoch(), s.rank, step_t{step}, s.node, state_source::kind::local_slot});
 }
 
+// Every rank of the placement registers; the start it leads to (none or one).
+std::vector<start_epoch> all_ready(supervisor_policy& p) {
+  std::vector<policy_action> last;
+  for (const auto& s : p.placement())
+    last = p.on_rank_ready(s.rank, p.epoch());
+  return all_of<start_epoch>(last);
+}
+
 TEST(supervisor_policy, starts_once_every_worker_node_is_up) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};
@@ -139,6 +147,21 @@ TEST(supervisor_policy, repeated_failures_back_off_and_hit_the_limit) {
   auto fin = all_of<finish_job>(a);
   ASSERT_EQ(fin.size(), 1u);
   EXPECT_EQ(fin[0].reason, "rank 1 failed 3 times (limit 2); last: segfault");
+}
+
+TEST(supervisor_policy, a_failure_after_training_on_restarts_at_once_again) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  (void)start_job(p, 2);
+  (void)p.on_rank_failed(rank_id{1}, p.epoch(), "segfault");
+  (void)all_ready(p);
+  // Every rank trains past the restore point and a snapshot.
+  for (std::uint32_t r = 0; r < 4; ++r)
+    (void)p.on_progress(rank_id{r}, p.epoch(), step_t{5});
+  auto spawns = all_of<spawn_rank>(p.on_rank_failed(rank_id{1}, p.epoch(), "segfault"));
+  ASSERT_EQ(spawns.size(), 4u);
+  EXPECT_EQ(spawns[1].delay, 0ns) << "not a crash loop: no back-off";
+  EXPECT_EQ(p.restarts_of(rank_id{1}), 2u) << "the restart limit still counts every failure";
 }
 
 TEST(supervisor_policy, a_lost_node_moves_its_ranks_to_a_spare_and_restores_from_buddy_replicas) {
@@ -315,14 +338,6 @@ TEST(supervisor_policy, a_collective_error_without_a_culprit_restarts_everyone_a
   a = p.on_tick();
   EXPECT_EQ(p.state(), job_state::rendezvous);
   EXPECT_EQ(p.epoch(), epoch_t{2});
-}
-
-// Every rank of the placement registers; the start it leads to (none or one).
-std::vector<start_epoch> all_ready(supervisor_policy& p) {
-  std::vector<policy_action> last;
-  for (const auto& s : p.placement())
-    last = p.on_rank_ready(s.rank, p.epoch());
-  return all_of<start_epoch>(last);
 }
 
 // Rank r's buddy node: the other of two nodes.
