@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "actors/admin_client.hpp"
+#include "bench/model_choice.hpp"
 #include "common/logging.hpp"
 #include "common/process.hpp"
 #include "config/load.hpp"
@@ -74,35 +75,6 @@ struct options {
   std::string work_dir;
 };
 
-// The transformer shape whose training state (fp32 parameters and two AdamW moments: 12 bytes a
-// parameter) comes closest to the target: two layers, widths in steps of 64, a head per 64.
-struct model_choice {
-  std::uint32_t width = 0;
-  std::uint32_t layers = 2;
-  std::uint32_t heads = 0;
-  std::uint32_t seq_len = 32;
-  std::uint64_t params = 0;
-  [[nodiscard]] double state_bytes() const { return 12.0 * static_cast<double>(params); }
-};
-
-model_choice choose_model(double bytes) {
-  model_choice best;
-  double best_gap = -1;
-  for (std::uint32_t w = 64; w <= 4096; w += 64) {
-    model_choice m;
-    m.width = w;
-    m.heads = w / 64;
-    m.params = kernels::parameter_count(
-        kernels::model_shape{.layers = m.layers, .heads = m.heads, .width = m.width, .seq_len = m.seq_len});
-    const double gap = std::abs(m.state_bytes() - bytes);
-    if (best_gap < 0 || gap < best_gap) {
-      best = m;
-      best_gap = gap;
-    }
-  }
-  return best;
-}
-
 // One node "n0" with every rank; each rank runs one micro-batch of one sequence a step.
 std::string config_text(const model_choice& m, int world, std::uint64_t steps, std::uint64_t snapshot_every,
                         const fs::path& data) {
@@ -124,12 +96,6 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
-double median(std::vector<double> v) {
-  if (v.empty())
-    return 0.0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 std::int64_t now_ns() { return clock_type::now().time_since_epoch().count(); }
 
