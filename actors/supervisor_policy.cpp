@@ -232,19 +232,21 @@ bool supervisor_policy::on_snapshot(const snapshot_report& r) {
 }
 
 void supervisor_policy::on_snapshot_dropped(const snapshot_report& r) {
-  auto gen = gen_of_epoch_.find(r.epoch);
-  if (gen == gen_of_epoch_.end())
-    return;
-  auto w = snapshots_.find(gen->second);
+  if (auto gen = gen_of_epoch_.find(r.epoch); gen != gen_of_epoch_.end())
+    forget_copy(gen->second, r.rank, r.step, r.holder, r.where);
+}
+
+void supervisor_policy::forget_copy(std::uint32_t gen, rank_id r, step_t step, node_id holder, state_source::kind where) {
+  auto w = snapshots_.find(gen);
   if (w == snapshots_.end())
     return;
-  auto rank = w->second.ranks.find(r.rank);
+  auto rank = w->second.ranks.find(r);
   if (rank == w->second.ranks.end())
     return;
-  auto at = rank->second.find(r.step);
+  auto at = rank->second.find(step);
   if (at == rank->second.end())
     return;
-  at->second.erase({r.holder, r.where});
+  at->second.erase({holder, where});
   if (at->second.empty())
     rank->second.erase(at);
 }
@@ -306,16 +308,7 @@ std::vector<policy_action> supervisor_policy::on_restore_failed(rank_id r, epoch
   std::vector<policy_action> out;
   if (e != epoch_ || state_ != job_state::running)
     return out;
-  if (auto gen = snapshots_.find(restore_gen_); gen != snapshots_.end()) {
-    auto rank = gen->second.ranks.find(old_rank);
-    if (rank != gen->second.ranks.end()) {
-      if (auto at = rank->second.find(step); at != rank->second.end()) {
-        at->second.erase({holder, where});
-        if (at->second.empty())
-          rank->second.erase(at);
-      }
-    }
-  }
+  forget_copy(restore_gen_, old_rank, step, holder, where);
   const auto name = holder.value() < config_.nodes.size() ? config_.nodes[holder.value()].name
                                                           : "node " + std::to_string(holder.value());
   const char* kinds[] = {"its slot", "a buddy replica", "disk"};

@@ -265,6 +265,8 @@ class supervisor_policy {
   [[nodiscard]] std::optional<restore_choice> choose_restore() const;
   /// The newest step of `w` that every rank can read from a live node.
   [[nodiscard]] std::optional<step_t> complete_step(const world_snapshots& w) const;
+  /// Forgets that `holder` has rank `r`'s state of `step` in generation `gen` as `where`.
+  void forget_copy(std::uint32_t gen, rank_id r, step_t step, node_id holder, state_source::kind where);
   /// Why no restore point exists, for the event: the steps the ranks still hold.
   [[nodiscard]] std::string missing_copies() const;
   /// True when every rank of `w` holds `s` on at least `copies` live nodes.
