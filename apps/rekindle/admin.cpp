@@ -79,7 +79,7 @@ int run(const connection_options& o, const std::string& command, const std::vect
 void add_admin_commands(CLI::App& app, int& exit_code) {
   {
     auto o = std::make_shared<connection_options>();
-    auto* cmd = app.add_subcommand("status", "The job's state, epoch, step, loss, ranks and recoveries");
+    auto* cmd = app.add_subcommand("status", "The job's state, epoch, step, loss, committed step, nodes, ranks and recoveries (JSON)");
     add_connection_options(cmd, *o);
     cmd->callback([o, &exit_code] { exit_code = run(*o, "status", {}); });
   }
