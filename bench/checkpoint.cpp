@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "bench/model_choice.hpp"
+#include "common/memory.hpp"
 #include "common/process.hpp"
 #include "config/load.hpp"
 #include "storage/shard_file.hpp"
@@ -186,6 +187,7 @@ expected<result> measure(double target_bytes, const options& o) {
 }
 
 int main_impl(int argc, char** argv) {
+  keep_large_frees_in_process();  // as the service's processes
   options o;
   CLI::App app{"The training stall of a snapshot against memcpy and torch.save + fsync; persist and restore times"};
   std::string sizes = "100,1000";

@@ -43,6 +43,7 @@
 #include "actors/admin_client.hpp"
 #include "bench/model_choice.hpp"
 #include "common/logging.hpp"
+#include "common/memory.hpp"
 #include "common/process.hpp"
 #include "config/load.hpp"
 #include "kernels/layout.hpp"
@@ -615,6 +616,7 @@ int run(const options& o) {
 }  // namespace rekindle::bench
 
 int main(int argc, char** argv) {
+  rekindle::keep_large_frees_in_process();  // as the service's processes (the bare loop runs here)
   rekindle::bench::options o;
   int bare_rank = -1, world = 0;
   std::string config, dir;

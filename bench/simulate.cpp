@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "actors/supervisor_policy.hpp"
+#include "common/memory.hpp"
 #include "trace/cluster.hpp"
 #include "trace/convert.hpp"
 #include "trace/simulator.hpp"
@@ -187,8 +188,7 @@ timing recovery_round(const options& o) {
 int main(int argc, char** argv) {
   // As in the rekindle program: keep large buffers in the heap between recoveries, and no fast
   // bins to consolidate before each of them.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  rekindle::keep_large_frees_in_process();
   mallopt(M_MXFAST, 0);
   const auto o = parse_args(argc, argv);
   auto cluster = cluster_shape::compact(o.nodes, o.ranks_per_node);

@@ -13,6 +13,7 @@
 #include "actors/node_context.hpp"
 #include "actors/worker.hpp"
 #include "common/logging.hpp"
+#include "common/memory.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
 #include "storage/snapshot_slot.hpp"
@@ -20,6 +21,7 @@
 
 int main(int argc, char** argv) {
   using namespace rekindle;
+  keep_large_frees_in_process();  // restores: a snapshot-sized buffer each
   CLI::App app{"rekindle-worker: one training rank, started by its node's rekindled", "rekindle-worker"};
   std::string config_path = "-", node, agent, data_dir;
   std::uint32_t local_index = 0;

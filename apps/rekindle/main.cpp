@@ -7,14 +7,14 @@
 
 #include "apps/rekindle/commands.hpp"
 #include "apps/rekindle/trace_commands.hpp"
+#include "common/memory.hpp"
 
 int main(int argc, char** argv) {
   // The simulator allocates and frees buffers of 16,384 elements at every recovery, between
   // hundreds of thousands of small map nodes. By default glibc maps and unmaps each large buffer
   // (above 128 KiB), and consolidates its fast bins before each large allocation; refaulting the
   // pages and the consolidation cost about 40% of a simulation.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  rekindle::keep_large_frees_in_process();
   mallopt(M_MXFAST, 0);
   CLI::App app{"rekindle: drive a rekindle cluster; plan deployments and replay failure traces offline", "rekindle"};
   app.set_version_flag("--version", std::string{"rekindle "} + REKINDLE_VERSION);

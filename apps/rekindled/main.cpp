@@ -8,6 +8,7 @@
 
 #include "actors/node_daemon.hpp"
 #include "common/logging.hpp"
+#include "common/memory.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
 
@@ -44,6 +45,7 @@ bool report(const rekindle::config::load_result& result) {
 
 int main(int argc, char** argv) {
   using namespace rekindle;
+  keep_large_frees_in_process();  // replicas and restores: a snapshot-sized buffer each
   CLI::App app{"rekindled: the rekindle node daemon (one per node; the supervisor node's also runs the supervisor)",
                "rekindled"};
   app.set_version_flag("--version", std::string{"rekindled "} + REKINDLE_VERSION);
