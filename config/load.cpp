@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/text.hpp"
+#include "config/toml_reader.hpp"
 
 namespace rekindle::config {
 
@@ -63,27 +64,8 @@ struct context {
   }
 };
 
-std::string_view type_name(toml::node_type t) {
-  switch (t) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    default: return "nothing";
-  }
-}
-
-std::string number_text(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  (void)ec;
-  return std::string(buf, end);
-}
+using detail::number_text;
+using detail::type_name;
 
 // Reads the keys of one table, remembers which it asked for, and reports the rest as unknown.
 class table_reader {

@@ -77,8 +77,10 @@ std::optional<int> local_cluster::wait_node(const std::string& node, std::chrono
   return WIFEXITED(*raw) ? WEXITSTATUS(*raw) : 128 + WTERMSIG(*raw);
 }
 
-nlohmann::json local_cluster::status() const {
-  std::ifstream in(data_ / "status.json");
+namespace {
+// A JSON file the supervisor writes (atomically), or null when absent or unreadable.
+nlohmann::json read_json(const std::filesystem::path& file) {
+  std::ifstream in(file);
   if (!in)
     return nullptr;
   try {
@@ -87,17 +89,11 @@ nlohmann::json local_cluster::status() const {
     return nullptr;
   }
 }
+}  // namespace
 
-nlohmann::json local_cluster::report() const {
-  std::ifstream in(data_ / "report.json");
-  if (!in)
-    return nullptr;
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const std::exception&) {
-    return nullptr;
-  }
-}
+nlohmann::json local_cluster::status() const { return read_json(data_ / "status.json"); }
+
+nlohmann::json local_cluster::report() const { return read_json(data_ / "report.json"); }
 
 bool local_cluster::wait_for(const std::function<bool(const nlohmann::json&)>& pred, std::chrono::milliseconds timeout) const {
   return wait_until(

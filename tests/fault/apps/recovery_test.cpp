@@ -38,19 +38,14 @@ double reference_loss(const testing::cluster_options& o) {
 
 // Until every rank holds a step of at least `step` on two nodes (status: committed_step): a node
 // lost after that restores at least from there, however busy the machine.
-// Returns the committed step seen.
-std::uint64_t wait_committed(const testing::local_cluster& c, std::uint64_t step) {
-  std::uint64_t committed = 0;
+void wait_committed(const testing::local_cluster& c, std::uint64_t step) {
   const bool ok = c.wait_for(
       [&](const nlohmann::json& s) {
-        if (!s.contains("committed_step") || !s["committed_step"].is_number())
-          return false;
-        committed = s["committed_step"].get<std::uint64_t>();
-        return committed >= step;
+        return s.contains("committed_step") && s["committed_step"].is_number() &&
+               s["committed_step"].get<std::uint64_t>() >= step;
       },
       120s);
   EXPECT_TRUE(ok) << "no step >= " << step << " committed; " << c.log("n0");
-  return committed;
 }
 
 std::string bits(double d) {
@@ -114,7 +109,7 @@ TEST(recovery, a_lost_node_moves_its_ranks_to_the_spare_and_restores_from_buddy_
   const double expected = reference_loss(o);
   testing::local_cluster c{o};
   c.start_all();
-  (void)wait_committed(c, 40);
+  wait_committed(c, 40);
   c.signal_node("n1", SIGKILL);
   const auto report = c.wait_done(240s);
   expect_recovered(c, report, 1);
@@ -148,7 +143,7 @@ TEST(recovery, a_corrupted_slot_is_skipped_for_the_buddy_replica_with_the_same_f
   const double expected = reference_loss(o);
   testing::local_cluster c{o};
   c.start_all();
-  (void)wait_committed(c, 40);
+  wait_committed(c, 40);
   // Rank 2 is n1's first local rank: stop it so it writes nothing more, damage its slot, kill it.
   const int pid = c.rank_pid(2);
   ASSERT_GT(pid, 0);
@@ -168,7 +163,7 @@ TEST(recovery, a_corrupted_slot_is_skipped_for_the_buddy_replica_with_the_same_f
 TEST(recovery, without_a_spare_the_world_shrinks_and_training_finishes) {
   testing::local_cluster c{{.steps = steps}};
   c.start_all();
-  (void)wait_committed(c, 40);
+  wait_committed(c, 40);
   c.signal_node("n1", SIGKILL);
   const auto report = c.wait_done(240s);
   expect_recovered(c, report, 1);
