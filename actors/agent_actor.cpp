@@ -173,12 +173,7 @@ caf::behavior agent_actor::make_behavior() {
           if (w.epoch == s.epoch && w.rank && !w.retiring)
             to_worker(w, s.epoch, caf::make_message(s));
       },
-      [this](const envelope&, const snapshot_committed& c) {
-        caf::anon_send(checkpoint_, c);
-        for (auto& [i, w] : workers_)
-          if (w.epoch == c.epoch && w.rank && !w.retiring)
-            to_worker(w, c.epoch, caf::make_message(c));
-      },
+      [this](const envelope&, const snapshot_committed& c) { caf::anon_send(checkpoint_, c); },
       [this](const envelope&, const kill_request& k) {
         if (auto* w = by_rank(k.rank)) {
           spdlog::warn("agent kills rank={} pid={} signal={} reason=\"{}\"", k.rank.value(), w->pid, k.signal, k.reason);

@@ -83,9 +83,17 @@ caf::behavior checkpoint_actor::make_behavior() {
         auto& r = replicas_[h.rank];
         std::erase_if(r, [&](const replica& x) { return x.step == h.step && x.epoch == h.epoch; });
         r.push_back({h.epoch, h.rank, h.step, h.checksum, p.bytes});
-        // The oldest make room, except the committed step.
+        // The oldest make room, except the committed step and the two newest anchors (the
+        // owner's slot keeps the newest; the one before covers a node lost while the newest was
+        // still on its way here).
+        const auto every = ctx_->spec.checkpoint.snapshot_every;
+        std::vector<step_t> anchors;
+        for (auto x = r.rbegin(); x != r.rend() && anchors.size() < 2; ++x)
+          if (is_anchor(x->step, every) && std::find(anchors.begin(), anchors.end(), x->step) == anchors.end())
+            anchors.push_back(x->step);
         for (auto it = r.begin(); r.size() > replicas_kept_per_rank && it != r.end();) {
-          if (committed_ && it->step == committed_->second) {
+          if ((committed_ && it->step == committed_->second) ||
+              std::find(anchors.begin(), anchors.end(), it->step) != anchors.end()) {
             ++it;
             continue;
           }
@@ -150,17 +158,22 @@ void checkpoint_actor::with_peer(const std::string& address, std::function<void(
     then(it->second);
     return;
   }
+  // One connection per address: callers while it is being made wait for it.
+  auto& waiting = connecting_[address];
+  waiting.push_back(std::move(then));
+  if (waiting.size() > 1)
+    return;
   auto [host, port] = split_address(address);
   caf::actor self = this;
   // The connection completes on the transport's thread; continue inside this actor.
-  ctx_->transport->connect(host, port, [self, address, then = std::move(then)](expected<transport::peer_info> r) mutable {
-    caf::anon_send(self, checkpoint_continuation{[address, r = std::move(r), then = std::move(then)](checkpoint_actor* a) {
-                     if (r) {
+  ctx_->transport->connect(host, port, [self, address](expected<transport::peer_info> r) mutable {
+    caf::anon_send(self, checkpoint_continuation{[address, r = std::move(r)](checkpoint_actor* a) {
+                     auto callers = std::move(a->connecting_[address]);
+                     a->connecting_.erase(address);
+                     if (r)
                        a->peers_[address] = r->id;
-                       then(r->id);
-                     } else {
-                       then(r.error());
-                     }
+                     for (auto& call : callers)
+                       call(r ? expected<transport::peer_id>{r->id} : expected<transport::peer_id>{r.error()});
                    }});
   });
 }
@@ -168,6 +181,15 @@ void checkpoint_actor::with_peer(const std::string& address, std::function<void(
 void checkpoint_actor::replicate(std::uint32_t local_index, const held& h) {
   if (buddy_address_.empty() || buddy_ == ctx_->node)
     return;
+  // Behind the writer: a newer snapshot of this slot is published and its own report follows, so
+  // the copy goes to that one. A busy node then falls behind by at most one snapshot per anchor.
+  // Anchors are always copied: restores after a node loss rely on them.
+  if (auto newest = slots_[local_index].latest(false);
+      newest && newest->step != h.step && !is_anchor(h.step, ctx_->spec.checkpoint.snapshot_every)) {
+    spdlog::debug("replication of rank {} step {} skipped: step {} is published since", h.rank.value(),
+                  h.step.value(), newest->step.value());
+    return;
+  }
   auto view = slots_[local_index].at_step(h.step, false);
   if (!view) {
     spdlog::warn("replication of rank {} step {} skipped: {}", h.rank.value(), h.step.value(), view.error().message());

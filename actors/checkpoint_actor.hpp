@@ -72,6 +72,8 @@ class checkpoint_actor : public caf::event_based_actor {
   std::string buddy_address_;
   /// Daemons this actor talks to, by address.
   std::map<std::string, transport::peer_id> peers_;
+  /// Connections being made, with what waits for each.
+  std::map<std::string, std::vector<std::function<void(expected<transport::peer_id>)>>> connecting_;
   std::map<std::uint64_t, forwarded> forwarded_;
   std::uint64_t next_id_ = 1;
 };

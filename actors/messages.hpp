@@ -168,9 +168,19 @@ struct snapshot_dropped {
   std::uint8_t kind = 0;
 };
 
+/// Snapshots per anchor. An anchor is a snapshot step that slots and replicas keep until the next
+/// anchor: every rank keeps the same steps by this rule alone, so the ranks' kept steps never
+/// depend on when a message arrived.
+inline constexpr std::uint64_t snapshots_per_anchor = 4;
+
+/// Whether `step` is an anchor when snapshots are taken every `snapshot_every` steps.
+[[nodiscard]] constexpr bool is_anchor(step_t step, std::uint64_t snapshot_every) noexcept {
+  return snapshot_every > 0 && step.value() % (snapshot_every * snapshots_per_anchor) == 0;
+}
+
 /// Every rank of the current world holds `step` in enough places (its own slot and a buddy's
-/// replica when the job spans nodes): a restore may want it, so slots and replicas keep it until a
-/// newer step is committed. The supervisor → every agent → its workers and checkpoint actor.
+/// replica when the job spans nodes): status shows it, and replicas keep it until a newer step is
+/// committed. The supervisor → every agent → its checkpoint actor.
 struct snapshot_committed {
   epoch_t epoch;
   step_t step;

@@ -23,6 +23,10 @@ std::string_view to_string(job_state s) noexcept {
 namespace {
 
 constexpr std::size_t steps_kept_per_rank = 4;
+/// Reported copies (on_snapshot) are forgotten when their holder reports them dropped; the window
+/// only bounds a lost notice. It is wide because one node's reports may trail another's by several
+/// snapshots on a busy machine, and the window must still hold a step that every rank has.
+constexpr std::size_t reported_steps_kept_per_rank = 16;
 
 bool active(job_state s) { return s == job_state::rendezvous || s == job_state::running; }
 
@@ -220,7 +224,7 @@ bool supervisor_policy::on_snapshot(const snapshot_report& r) {
   // The oldest steps make room, except the committed one: the slots keep it too.
   const auto kept = committed_ && committed_->first == gen->second ? std::optional<step_t>{committed_->second}
                                                                    : std::nullopt;
-  for (auto it = steps.begin(); steps.size() > steps_kept_per_rank && it != steps.end();)
+  for (auto it = steps.begin(); steps.size() > reported_steps_kept_per_rank && it != steps.end();)
     it = kept && it->first == *kept ? std::next(it) : steps.erase(it);
   if (gen->second != world_gen_ || (kept && *kept >= r.step))
     return false;

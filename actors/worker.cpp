@@ -69,7 +69,6 @@ class worker_actor : public caf::event_based_actor {
         [this](const envelope&, const worker_activate& a) { rt_->push(a); },
         [this](const envelope&, const worker_assignment& a) { rt_->push(a); },
         [this](const envelope&, const start_training& s) { rt_->push(s); },
-        [this](const envelope&, const snapshot_committed& c) { rt_->commit(c.epoch, c.step); },
         [this](const envelope&, const abort_epoch& a) {
           rt_->abort_current(a.epoch);
           rt_->push(a);
@@ -165,15 +164,6 @@ expected<transport::shared_bytes> worker_runtime::fetch(const state_request& r, 
                                      std::to_string(r.step.value())};
   }
   return f.get();
-}
-
-void worker_runtime::commit(epoch_t epoch, step_t step) {
-  // Only steps of the epoch that trains: an older epoch's commit may name a step of another world.
-  if (training_epoch_.load(std::memory_order_acquire) == epoch.value())
-    keep_step_.store(step.value(), std::memory_order_release);
-  else
-    spdlog::debug("commit of step {} in epoch {} ignored: training in epoch {}", step.value(), epoch.value(),
-                  training_epoch_.load());
 }
 
 status worker_runtime::restore(const start_training& start, training::training_task& task, std::string& source,
@@ -278,10 +268,10 @@ void worker_runtime::train(const start_training& start) {
   training::training_task* task = task_.get();
   t0 = clock_type::now();
   std::string source = "none";
-  // Until the supervisor commits a newer step, snapshots keep the restore point.
-  keep_step_.store(start.restore_step.value() > 0 ? start.restore_step.value() : ~std::uint64_t{0},
-                   std::memory_order_release);
-  training_epoch_.store(a.epoch.value(), std::memory_order_release);
+  // Until the first anchor after it, snapshots keep the restore point.
+  std::optional<step_t> kept;
+  if (start.restore_step.value() > 0)
+    kept = start.restore_step;
   if (start.restore_step.value() > 0) {
     std::optional<restore_source> failed;
     if (auto s = restore(start, *task, source, failed); !s.ok()) {
@@ -323,16 +313,17 @@ void worker_runtime::train(const start_training& start) {
                       0,
                       tokens};
     if (r->step.value() % every == 0) {
-      // The training stall: export straight into the slot's free half, publish. Every rank
-      // snapshots the same steps; the half it writes keeps the committed step (or the restore
-      // point until a newer one commits), so a restore always finds that one.
-      const auto keep = keep_step_.load(std::memory_order_acquire);
+      // The training stall: export straight into the slot's free half, publish. The half it
+      // writes keeps the newest anchor (or the restore point until the first anchor after it):
+      // every rank keeps the same step, whatever the timing of messages, so a restore finds it.
       const auto snap_start = clock_type::now();
       const auto before = slot_->steps();
-      auto half = slot_->begin_write(keep == ~std::uint64_t{0} ? std::nullopt : std::optional<step_t>{step_t{keep}});
+      auto half = slot_->begin_write(kept);
       if (half && half->size() >= task->state_size() && task->export_state(*half).ok() &&
           slot_->publish(r->step, task->state_size()).ok()) {
         p.snapshot_ns = ns_since(snap_start);
+        if (is_anchor(r->step, every))
+          kept = r->step;
         // This process is the slot's only writer: what it held before and not now was overwritten.
         std::uint64_t dropped = ~std::uint64_t{0};
         const auto after = slot_->steps();

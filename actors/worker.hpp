@@ -83,8 +83,6 @@ class worker_runtime {
   /// when one could not (rather than the import itself failing).
   [[nodiscard]] status restore(const start_training& start, training::training_task& task, std::string& source,
                                std::optional<restore_source>& failed);
-  /// The supervisor committed `step` of `epoch`: snapshots keep it.
-  void commit(epoch_t epoch, step_t step);
   [[nodiscard]] expected<transport::shared_bytes> fetch(const state_request& r, std::chrono::nanoseconds timeout);
   void deliver(std::uint64_t id, expected<transport::shared_bytes> bytes);
   [[nodiscard]] bool interrupted() const;
@@ -113,10 +111,6 @@ class worker_runtime {
   std::map<std::uint64_t, std::promise<expected<transport::shared_bytes>>> pending_;
   std::uint64_t next_request_ = 1;
   int exit_status_ = 0;
-  /// The epoch training runs in and the step its snapshots keep (the restore point, then each
-  /// committed step); ~0 for none. Set by the actor, read by the training thread.
-  std::atomic<std::uint64_t> training_epoch_{0};
-  std::atomic<std::uint64_t> keep_step_{~std::uint64_t{0}};
 };
 
 }  // namespace rekindle::actors

@@ -100,5 +100,16 @@ TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives)
   EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());
 }
 
+TEST(messages, anchors_are_every_fourth_snapshot_step) {
+  EXPECT_TRUE(is_anchor(step_t{0}, 5));
+  EXPECT_FALSE(is_anchor(step_t{5}, 5));
+  EXPECT_FALSE(is_anchor(step_t{15}, 5));
+  EXPECT_TRUE(is_anchor(step_t{20}, 5));
+  EXPECT_TRUE(is_anchor(step_t{40}, 5));
+  EXPECT_FALSE(is_anchor(step_t{21}, 5));
+  EXPECT_TRUE(is_anchor(step_t{4}, 1));
+  EXPECT_FALSE(is_anchor(step_t{4}, 0)) << "no snapshots, no anchors";
+}
+
 }  // namespace
 }  // namespace rekindle::actors
