@@ -174,6 +174,7 @@ caf::behavior agent_actor::make_behavior() {
             to_worker(w, s.epoch, caf::make_message(s));
       },
       [this](const envelope&, const snapshot_committed& c) { caf::anon_send(checkpoint_, c); },
+      [this](const envelope&, const persist_request& p) { caf::anon_send(checkpoint_, p); },
       [this](const envelope&, const kill_request& k) {
         if (auto* w = by_rank(k.rank)) {
           spdlog::warn("agent kills rank={} pid={} signal={} reason=\"{}\"", k.rank.value(), w->pid, k.signal, k.reason);

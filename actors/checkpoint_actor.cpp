@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 
 #include "storage/checksum.hpp"
@@ -39,7 +43,50 @@ std::optional<std::uint32_t> rank_in_state(std::span<const std::byte> state) {
   return r;
 }
 
+// REKINDLE_FAULT_PERSIST="<sync point>[@<n>]": the daemon kills itself with SIGKILL when its n-th
+// shard write (default: the first) reaches the sync point, as a crash there would. For fault tests.
+class crash_at_sync_point : public storage::shard_file_hooks {
+ public:
+  crash_at_sync_point(storage::shard_sync_point point, std::uint64_t nth) : point_(point), nth_(nth) {}
+  status at(storage::shard_sync_point point, const std::filesystem::path& file) override {
+    if (point == storage::shard_sync_point::after_write)
+      ++writes_;  // every write passes this point first, once
+    if (point != point_ || writes_ != nth_)
+      return {};
+    spdlog::warn("REKINDLE_FAULT_PERSIST: the daemon dies at {} of {}", storage::to_string(point), file.string());
+    ::kill(::getpid(), SIGKILL);
+    return {};
+  }
+
+ private:
+  storage::shard_sync_point point_;
+  std::uint64_t nth_;
+  std::uint64_t writes_ = 0;
+};
+
+std::unique_ptr<storage::shard_file_hooks> persist_hooks_from_env() {
+  const char* v = std::getenv("REKINDLE_FAULT_PERSIST");
+  if (v == nullptr || *v == '\0')
+    return nullptr;
+  const std::string text{v};
+  const auto at = text.find('@');
+  auto point = storage::parse_shard_sync_point(text.substr(0, at));
+  if (!point) {
+    spdlog::error("REKINDLE_FAULT_PERSIST ignored: {}", point.error().message());
+    return nullptr;
+  }
+  const std::uint64_t nth = at == std::string::npos ? 1 : std::strtoull(text.c_str() + at + 1, nullptr, 10);
+  return std::make_unique<crash_at_sync_point>(*point, nth);
+}
+
 }  // namespace
+
+checkpoint_actor::~checkpoint_actor() = default;
+
+void checkpoint_actor::on_exit() {
+  writer_.reset();
+  persist_hooks_.reset();
+}
 
 checkpoint_actor::checkpoint_actor(caf::actor_config& cfg, node_context* ctx, std::vector<storage::snapshot_slot> slots)
     : caf::event_based_actor(cfg), ctx_(ctx), slots_(std::move(slots)) {}
@@ -131,7 +178,11 @@ caf::behavior checkpoint_actor::make_behavior() {
       [this](const assign_ranks& a) {
         buddy_ = a.buddy;
         buddy_address_ = a.buddy_address;
+        local_ranks_.clear();
+        for (const auto& r : a.ranks)
+          local_ranks_[r.local_index] = r.rank;
       },
+      [this](const persist_request& p) { persist(p); },
       [this](connect_atom) { report_all(); },
       [this](const snapshot_committed& c) { committed_ = {c.epoch, c.step}; },
       [this](const peer_event& e) {
@@ -178,6 +229,69 @@ void checkpoint_actor::with_peer(const std::string& address, std::function<void(
   });
 }
 
+void checkpoint_actor::persist(const persist_request& p) {
+  const auto dir = config::checkpoint_dir_for(ctx_->spec, ctx_->data_dir);
+  const auto fail = [&](rank_id rank, const std::string& why, bool superseded = false) {
+    if (!superseded)
+      spdlog::warn("shard of rank {} step {} not persisted: {}", rank.value(), p.step.value(), why);
+    ctx_->supervisor->send("checkpoint", p.epoch,
+                           caf::make_message(shard_persisted{p.epoch, p.step, rank, ctx_->node, false,
+                                                             storage::shard_file_name(p.step, rank), 0, 0, 0, why,
+                                                             superseded}));
+  };
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!writer_) {
+    persist_hooks_ = persist_hooks_from_env();
+    caf::actor self = this;
+    writer_ = std::make_unique<storage::shard_writer>(
+        [self, epoch = p.epoch](storage::shard_done d) {
+          caf::anon_send(self, checkpoint_continuation{[d = std::move(d), epoch](checkpoint_actor* a) {
+                           shard_persisted out{epoch, d.step, d.rank, a->ctx_->node, d.result.has_value(), d.file};
+                           out.write_ns = static_cast<std::int64_t>(d.seconds * 1e9);
+                           if (d.result) {
+                             out.size = d.result->size;
+                             out.checksum = d.result->checksum;
+                           } else {
+                             out.detail = d.result.error().message();
+                             spdlog::warn("shard of rank {} step {} not persisted: {}", d.rank.value(), d.step.value(),
+                                          out.detail);
+                           }
+                           a->ctx_->supervisor->send("checkpoint", epoch, caf::make_message(out));
+                         }});
+        },
+        persist_hooks_.get());
+  }
+  for (const auto& [local, rank] : local_ranks_) {
+    if (local >= slots_.size()) {
+      fail(rank, "local rank " + std::to_string(local) + " has no slot on node " + ctx_->node_name());
+      continue;
+    }
+    auto view = slots_[local].at_step(p.step, false);
+    if (!view) {
+      // Training ran past the next anchor before the request came: that one is persisted instead.
+      const auto held_now = slots_[local].steps();
+      const bool newer_anchor = std::any_of(held_now.begin(), held_now.end(), [&](step_t s) {
+        return s > p.step && is_anchor(s, ctx_->spec.checkpoint.snapshot_every);
+      });
+      fail(rank, view.error().message(), newer_anchor);
+      continue;
+    }
+    if (auto r = rank_in_state(view->data); !r || *r != rank.value()) {
+      fail(rank, "slot " + std::to_string(local) + " holds another rank's state of step " + std::to_string(p.step.value()));
+      continue;
+    }
+    std::vector<std::byte> copy(view->data.size());
+    const auto sum = storage::copy_and_hash(copy, view->data);
+    if (!slots_[local].still_valid(*view) || sum != view->checksum) {
+      fail(rank, "the snapshot of step " + std::to_string(p.step.value()) + " in slot " + std::to_string(local) +
+                     (sum != view->checksum ? " fails its checksum" : " changed while it was copied"));
+      continue;
+    }
+    writer_->submit(storage::shard_job{dir, p.step, rank, std::move(copy), sum});
+  }
+}
+
 void checkpoint_actor::replicate(std::uint32_t local_index, const held& h) {
   if (buddy_address_.empty() || buddy_ == ctx_->node)
     return;
@@ -192,7 +306,8 @@ void checkpoint_actor::replicate(std::uint32_t local_index, const held& h) {
   }
   auto view = slots_[local_index].at_step(h.step, false);
   if (!view) {
-    spdlog::warn("replication of rank {} step {} skipped: {}", h.rank.value(), h.step.value(), view.error().message());
+    // Overwritten before its turn came (a newer anchor replaced it): the newer one follows.
+    spdlog::debug("replication of rank {} step {} skipped: {}", h.rank.value(), h.step.value(), view.error().message());
     return;
   }
   std::vector<std::byte> copy(view->data.size());

@@ -4,12 +4,14 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
+#include "storage/shard_writer.hpp"
 #include "storage/snapshot_slot.hpp"
 
 namespace rekindle::actors {
@@ -26,12 +28,17 @@ namespace rekindle::actors {
 /// 4. A worker restoring a state it does not have in its own slot asks its node's checkpoint actor
 ///    (state_request); the request is served from this node's slots or replicas, or forwarded to
 ///    the daemon that holds the state.
+/// 5. Asked to persist a step (persist_request), it copies each local slot's snapshot of that step
+///    (checksum-checked) and hands the copies to a shard_writer thread; each shard's outcome goes
+///    to the supervisor (shard_persisted). Training never waits for the disk.
 ///
 /// Exposed to peers as "checkpoint". Thread-safety: an actor.
 class checkpoint_actor : public caf::event_based_actor {
  public:
   checkpoint_actor(caf::actor_config& cfg, node_context* ctx, std::vector<storage::snapshot_slot> slots);
+  ~checkpoint_actor() override;
   caf::behavior make_behavior() override;
+  void on_exit() override;
   const char* name() const override { return "checkpoint"; }
 
  private:
@@ -54,6 +61,7 @@ class checkpoint_actor : public caf::event_based_actor {
   };
 
   void replicate(std::uint32_t local_index, const held& h);
+  void persist(const persist_request& p);
   void report_all();
   void serve(const envelope& from, const state_request& r);
   void forward(const envelope& from, const state_request& r);
@@ -70,11 +78,17 @@ class checkpoint_actor : public caf::event_based_actor {
   std::optional<std::pair<epoch_t, step_t>> committed_;
   node_id buddy_;
   std::string buddy_address_;
+  /// This node's ranks in the newest assignment, by local index.
+  std::map<std::uint32_t, rank_id> local_ranks_;
   /// Daemons this actor talks to, by address.
   std::map<std::string, transport::peer_id> peers_;
   /// Connections being made, with what waits for each.
   std::map<std::string, std::vector<std::function<void(expected<transport::peer_id>)>>> connecting_;
   std::map<std::uint64_t, forwarded> forwarded_;
+  /// Failure injection from REKINDLE_FAULT_PERSIST (docs/RUNTIME.md); null without it.
+  std::unique_ptr<storage::shard_file_hooks> persist_hooks_;
+  /// Writes shards off this actor's thread; made on the first persist_request.
+  std::unique_ptr<storage::shard_writer> writer_;
   std::uint64_t next_id_ = 1;
 };
 

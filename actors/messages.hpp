@@ -261,6 +261,32 @@ struct snapshot_taken {
 
 // ---- checkpoint actors ---------------------------------------------------------------------------
 
+/// Write the shards of `step` (an anchor every rank holds) to the checkpoint directory. The
+/// supervisor → every agent → its checkpoint actor, which writes the local ranks' shards whose
+/// slots hold that step.
+struct persist_request {
+  epoch_t epoch;
+  step_t step;
+};
+
+/// A shard of a checkpoint is durable (ok), or could not be written (`detail` says why). The
+/// checkpoint actor → the supervisor.
+struct shard_persisted {
+  epoch_t epoch;
+  step_t step;
+  rank_id rank;
+  node_id node;
+  bool ok = false;
+  /// File name inside the checkpoint directory.
+  std::string file;
+  std::uint64_t size = 0;
+  std::uint64_t checksum = 0;
+  std::int64_t write_ns = 0;
+  std::string detail;
+  /// Not written because the slot already holds a newer anchor (training outran the request).
+  bool superseded = false;
+};
+
 /// Replica of a rank's snapshot for a buddy (the bytes travel as the frame's bulk payload).
 struct replica_header {
   epoch_t epoch;
@@ -334,6 +360,8 @@ RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.c
 RK_INSPECT(replica_header, x.epoch, x.rank, x.step, x.length, x.checksum)
 RK_INSPECT(state_request, x.id, x.rank, x.step, x.kind, x.holder, x.holder_address)
 RK_INSPECT(state_reply, x.id, x.ok, x.error, x.length, x.checksum)
+RK_INSPECT(persist_request, x.epoch, x.step)
+RK_INSPECT(shard_persisted, x.epoch, x.step, x.rank, x.node, x.ok, x.file, x.size, x.checksum, x.write_ns, x.detail, x.superseded)
 
 
 // ---- admin shell ↔ supervisor -----------------------------------------------------------------------

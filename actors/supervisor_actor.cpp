@@ -124,6 +124,9 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
   std::map<node_id, assign_ranks> assigns;
   for (auto& action : actions) {
     if (auto* pe = std::get_if<persist_epoch>(&action)) {
+      // Shards of the old epoch's ranks may never all arrive.
+      if (persist_ && persist_->epoch != pe->epoch)
+        abandon_persist("epoch " + std::to_string(pe->epoch.value()) + " began before every shard was written");
       auto e = store_->bump_epoch();
       if (!e)
         spdlog::error("the epoch could not be persisted: {}", e.error().message());
@@ -243,6 +246,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
 caf::behavior supervisor_actor::make_behavior() {
   ctx_->transport->expose("supervisor", this);
   ctx_->transport->watch_peers(this);
+  load_checkpoints();
   // A restarted supervisor resumes from its store: a new epoch once the nodes are back.
   auto loaded = store_->load();
   if (loaded && loaded->latest_membership && loaded->job && loaded->job->state != storage::job_state::stopped &&
@@ -401,6 +405,7 @@ caf::behavior supervisor_actor::make_behavior() {
           execute(policy_.on_collective_error(t.rank, t.epoch, t.detail));
         }
       },
+      [this](const envelope&, const shard_persisted& p) { on_shard_persisted(p); },
       [this](const envelope&, const snapshot_dropped& d) {
         policy_.on_snapshot_dropped({d.epoch, d.rank, d.step, d.holder, static_cast<state_source::kind>(std::min<std::uint8_t>(d.kind, 2))});
       },
@@ -415,6 +420,8 @@ caf::behavior supervisor_actor::make_behavior() {
           spdlog::debug("step {} committed", policy_.committed()->value());
           to_all_agents(policy_.epoch(), caf::make_message(snapshot_committed{policy_.epoch(), *policy_.committed()}));
         }
+        if (h.epoch == policy_.epoch())
+          maybe_persist(h.step);
         if (h.kind == 0 && h.epoch == policy_.epoch()) {
           auto& s = ranks_[h.rank];
           s.last_snapshot = std::max(s.last_snapshot, h.step.value());
@@ -450,6 +457,12 @@ std::string supervisor_actor::status_json(bool full) const {
     j["committed_step"] = c->value();
   else
     j["committed_step"] = nullptr;
+  // Checkpoints on disk: the newest committed, one being written, the last failure.
+  j["checkpoint"] = {{"directory", checkpoint_dir().string()},
+                     {"persist_every", ctx_->spec.checkpoint.persist_every},
+                     {"last_step", last_checkpoint_ ? json(*last_checkpoint_) : json(nullptr)},
+                     {"writing_step", persist_ ? json(persist_->step.value()) : json(nullptr)},
+                     {"error", persist_error_.empty() ? json(nullptr) : json(persist_error_)}};
   j["nodes"] = json::array();
   for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n) {
     const auto it = standby_ready_.find(n);

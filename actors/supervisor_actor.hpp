@@ -88,6 +88,33 @@ class supervisor_actor : public caf::event_based_actor {
   [[nodiscard]] std::string status_json(bool full) const;
   admin_reply admin(const envelope& from, const admin_request& r);
 
+  // ---- checkpoints on disk (supervisor_checkpoints.cpp) ----
+  /// At start: pending manifests of an earlier run are dropped, and files no committed manifest
+  /// names are removed; committed checkpoints become restore points.
+  void load_checkpoints();
+  /// After a copy of `step` was reported: persist it when it is due and every rank's slot holds it.
+  void maybe_persist(step_t step);
+  void on_shard_persisted(const shard_persisted& s);
+  /// Gives up the checkpoint in progress: its manifest and written files go, an event says why.
+  void abandon_persist(const std::string& why);
+  /// Deletes committed checkpoints beyond checkpoint.keep, oldest first.
+  void apply_retention();
+  [[nodiscard]] std::filesystem::path checkpoint_dir() const;
+
+  struct persist_progress {
+    epoch_t epoch;
+    step_t step;
+    std::uint32_t world = 0;
+    std::map<rank_id, storage::shard_entry> shards;
+    std::int64_t started_ns = 0;
+  };
+  std::optional<persist_progress> persist_;
+  /// The first anchor at or after this step is persisted next.
+  std::uint64_t next_persist_step_ = 0;
+  /// The newest committed checkpoint, and the last persistence failure ("" after a success).
+  std::optional<std::uint64_t> last_checkpoint_;
+  std::string persist_error_;
+
   node_context* ctx_;
   std::unique_ptr<storage::state_store> store_;
   supervisor_policy policy_;

@@ -280,6 +280,31 @@ std::string supervisor_policy::missing_copies() const {
   return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + steps_of(rank_id{0});
 }
 
+bool supervisor_policy::held_in_every_slot(step_t step) const {
+  auto w = snapshots_.find(world_gen_);
+  if (w == snapshots_.end() || w->second.world == 0)
+    return false;
+  for (std::uint32_t r = 0; r < w->second.world; ++r) {
+    auto rank = w->second.ranks.find(rank_id{r});
+    if (rank == w->second.ranks.end())
+      return false;
+    auto at = rank->second.find(step);
+    if (at == rank->second.end() ||
+        std::none_of(at->second.begin(), at->second.end(), [&](const auto& h) {
+          return h.second == state_source::kind::local_slot && node_up(h.first);
+        }))
+      return false;
+  }
+  return true;
+}
+
+void supervisor_policy::on_checkpoint_committed(step_t step, std::uint32_t world) {
+  if (world > 0)
+    checkpoints_[step] = world;
+}
+
+void supervisor_policy::forget_checkpoint(step_t step) { checkpoints_.erase(step); }
+
 std::optional<step_t> supervisor_policy::committed() const {
   if (committed_ && committed_->first == world_gen_)
     return committed_->second;
@@ -312,7 +337,10 @@ std::vector<policy_action> supervisor_policy::on_restore_failed(rank_id r, epoch
   std::vector<policy_action> out;
   if (e != epoch_ || state_ != job_state::running)
     return out;
-  forget_copy(restore_gen_, old_rank, step, holder, where);
+  if (where == state_source::kind::disk)
+    forget_checkpoint(step);
+  else
+    forget_copy(restore_gen_, old_rank, step, holder, where);
   const auto name = holder.value() < config_.nodes.size() ? config_.nodes[holder.value()].name
                                                           : "node " + std::to_string(holder.value());
   const char* kinds[] = {"its slot", "a buddy replica", "disk"};
@@ -327,6 +355,28 @@ std::vector<policy_action> supervisor_policy::on_restore_failed(rank_id r, epoch
 }
 
 std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_restore() const {
+  auto memory = choose_from_memory();
+  if (checkpoints_.empty() || (memory && memory->step >= checkpoints_.rbegin()->first))
+    return memory;
+  // The newest committed checkpoint is newer than anything in memory: every rank reads its shard
+  // (or, in another world size, all of them) from the checkpoint directory.
+  const auto& [step, world] = *checkpoints_.rbegin();
+  node_id reader{0};
+  for (std::uint32_t n = 0; n < nodes_.size(); ++n)
+    if (node_up(node_id{n})) {
+      reader = node_id{n};
+      break;
+    }
+  restore_choice c;
+  c.gen = 0;
+  c.step = step;
+  c.world = world;
+  for (std::uint32_t r = 0; r < world; ++r)
+    c.sources.push_back(state_source{rank_id{r}, reader, state_source::kind::disk});
+  return c;
+}
+
+std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_from_memory() const {
   for (auto gen = snapshots_.rbegin(); gen != snapshots_.rend(); ++gen) {
     const auto& w = gen->second;
     if (w.world == 0)

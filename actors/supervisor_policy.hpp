@@ -180,8 +180,18 @@ class supervisor_policy {
   /// A node holds a copy of a rank's state (reported after each snapshot, replication, commit).
   /// Returns true when this report commits a newer step of the current world: every rank holds it
   /// on enough live nodes (two when two or more nodes are up, for a buddy replica; else one).
-  /// Slots and replicas keep the committed step (see snapshot_committed), so a restore finds it.
+  /// Replicas keep the committed step (see snapshot_committed).
   bool on_snapshot(const snapshot_report& r);
+  /// Whether every rank of the current world holds `step` in its own slot on a live node: what
+  /// persisting that step needs.
+  [[nodiscard]] bool held_in_every_slot(step_t step) const;
+  /// A checkpoint of `step` for a world of `world` ranks is committed on disk: a restore may use
+  /// it when no newer step survives in memory.
+  void on_checkpoint_committed(step_t step, std::uint32_t world);
+  /// The checkpoint of `step` is gone (retention) or unreadable: restores no longer count on it.
+  void forget_checkpoint(step_t step);
+  /// Committed checkpoints a restore may use, step → world size.
+  [[nodiscard]] const std::map<step_t, std::uint32_t>& checkpoints() const noexcept { return checkpoints_; }
   /// A node no longer holds a copy it reported: restores stop counting on it.
   void on_snapshot_dropped(const snapshot_report& r);
   /// The newest committed step of the current world, if any.
@@ -261,8 +271,11 @@ class supervisor_policy {
     std::uint32_t world = 0;
     std::vector<state_source> sources;
   };
-  /// The newest step whose state every rank of one world can still read from a live node.
+  /// The newest step whose state every rank of one world can still read from a live node, or the
+  /// newest committed checkpoint on disk when that is newer.
   [[nodiscard]] std::optional<restore_choice> choose_restore() const;
+  /// As choose_restore, from copies in memory only.
+  [[nodiscard]] std::optional<restore_choice> choose_from_memory() const;
   /// The newest step of `w` that every rank can read from a live node.
   [[nodiscard]] std::optional<step_t> complete_step(const world_snapshots& w) const;
   /// Forgets that `holder` has rank `r`'s state of `step` in generation `gen` as `where`.
@@ -305,6 +318,8 @@ class supervisor_policy {
   std::optional<std::pair<std::uint32_t, step_t>> committed_;
   /// The generation the current epoch restored from.
   std::uint32_t restore_gen_ = 0;
+  /// Committed checkpoints on disk: step → world size.
+  std::map<step_t, std::uint32_t> checkpoints_;
   clock::time_point rendezvous_since_;
   std::optional<clock::time_point> collective_error_since_;
   std::uint32_t restarts_ = 0;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "storage/shard_file.hpp"
 #include "storage/checksum.hpp"
 #include "training/state.hpp"
 #include "training/training_task.hpp"
@@ -197,6 +198,22 @@ status worker_runtime::restore(const start_training& start, training::training_t
         buffers.push_back(held.back().span());
         continue;
       }
+    }
+    if (s.kind == 2) {
+      // A committed checkpoint: the shard file, read and verified by this rank itself.
+      const auto file = config::checkpoint_dir_for(ctx_.spec, ctx_.node_dir.parent_path()) /
+                        storage::shard_file_name(start.restore_step, s.old_rank);
+      std::vector<std::byte> payload;
+      auto info = storage::read_shard(file, payload, {.step = start.restore_step, .rank = s.old_rank});
+      if (!info) {
+        failed = s;
+        return info.error().with_context("restoring rank " + std::to_string(s.old_rank.value()) + " of step " +
+                                         std::to_string(start.restore_step.value()) + " from disk");
+      }
+      source = "disk";
+      held.push_back(transport::shared_bytes{std::move(payload)});
+      buffers.push_back(held.back().span());
+      continue;
     }
     const auto holder_address =
         s.holder.value() < start.node_addresses.size() ? start.node_addresses[s.holder.value()] : std::string{};

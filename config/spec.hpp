@@ -227,4 +227,12 @@ struct spec {
   bool operator==(const spec&) const = default;
 };
 
+/// The checkpoint directory: checkpoint.directory, or, when that is the default under
+/// daemon.data_dir, the same under `data_dir` (a daemon's --data-dir moves it along).
+inline std::filesystem::path checkpoint_dir_for(const spec& spec, const std::filesystem::path& data_dir) {
+  if (spec.checkpoint.directory.empty() || spec.checkpoint.directory == spec.daemon.data_dir / "checkpoints")
+    return data_dir / "checkpoints";
+  return spec.checkpoint.directory;
+}
+
 }  // namespace rekindle::config

@@ -19,4 +19,8 @@ void add_admin_commands(CLI::App& app, int& exit_code);
 /// failures and the recovery report.
 void add_demo_command(CLI::App& app, int& exit_code);
 
+/// `rekindle checkpoint list DIR [--json]`, `rekindle checkpoint verify DIR [--json]`: a checkpoint
+/// directory read offline.
+void add_checkpoint_commands(CLI::App& app, int& exit_code);
+
 }  // namespace rekindle::apps

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   rekindle::apps::add_plan_command(app, exit_code);
   rekindle::apps::add_admin_commands(app, exit_code);
   rekindle::apps::add_demo_command(app, exit_code);
+  rekindle::apps::add_checkpoint_commands(app, exit_code);
   rekindle::apps::add_trace_commands(app);
   try {
     app.parse(argc, argv);

@@ -23,7 +23,9 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
           "\nglobal_batch = 8\nmicro_batch = 2\nseed = 7\n"
           "\n[model]\nlayers = 2\nheads = 2\nwidth = 32\nseq_len = 16\n"
           "\n[checkpoint]\nsnapshot_every = " +
-          std::to_string(options_.snapshot_every) +
+          std::to_string(options_.snapshot_every) + "\npersist_every = " + std::to_string(options_.persist_every) +
+          "\nkeep = " + std::to_string(options_.keep) + "\n" +
+          (options_.checkpoint_dir.empty() ? std::string{} : "directory = \"" + options_.checkpoint_dir + "\"\n") +
           "\n"
           "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"20s\"\nrendezvous = \"60s\"\ncollective = \"5s\"\n"
           "\n[transport]\nnet_devices = \"lo\"\n"

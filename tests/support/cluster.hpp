@@ -24,6 +24,11 @@ struct cluster_options {
   bool spare = false;
   std::uint64_t steps = 200;
   std::uint64_t snapshot_every = 5;
+  /// checkpoint.persist_every (0: no checkpoints on disk).
+  std::uint64_t persist_every = 10;
+  std::uint32_t keep = 3;
+  /// checkpoint.directory; empty: the default, <data_dir>/checkpoints.
+  std::string checkpoint_dir;
   /// Extra TOML appended to the file (e.g. "[recovery]\nmax_restarts_per_rank = 1\n").
   std::string extra;
 };

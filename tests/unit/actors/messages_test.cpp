@@ -64,6 +64,12 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(round_trip(node_heartbeat{node_id{1}, 5}).sequence, 5u);
   EXPECT_TRUE(round_trip(node_heartbeat{node_id{1}, 5, true}).standby_ready);
   EXPECT_EQ(round_trip(snapshot_committed{epoch_t{3}, step_t{45}}).step, step_t{45});
+  EXPECT_EQ(round_trip(persist_request{epoch_t{3}, step_t{40}}).step, step_t{40});
+  const auto sp = round_trip(shard_persisted{epoch_t{3}, step_t{40}, rank_id{2}, node_id{1}, false, "f.shard", 10, 99, 5,
+                                             "disk full", true});
+  EXPECT_EQ(sp.detail, "disk full");
+  EXPECT_TRUE(sp.superseded);
+  EXPECT_EQ(sp.checksum, 99u);
   EXPECT_EQ(round_trip(snapshot_dropped{epoch_t{3}, rank_id{1}, step_t{40}, node_id{1}, 1}).step, step_t{40});
   const auto rf = round_trip(restore_failed{epoch_t{3}, rank_id{1}, node_id{0}, step_t{50}, rank_id{2}, node_id{1}, 1, "gone"});
   EXPECT_EQ(rf.old_rank, rank_id{2});
@@ -94,10 +100,11 @@ TEST_F(system_fixture, every_message_type_round_trips) {
 
 TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
   const auto names = message_type_names();
-  EXPECT_EQ(names.size(), 31u);
+  EXPECT_EQ(names.size(), 33u);
   for (const auto& n : names)
     EXPECT_FALSE(n.empty());
   EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "shard_persisted"), names.end());
 }
 
 TEST(messages, anchors_are_every_fourth_snapshot_step) {

@@ -415,5 +415,48 @@ TEST(supervisor_policy, a_copy_that_cannot_be_read_is_forgotten_and_the_restore_
   EXPECT_EQ(start[0].restore_step, step_t{5}) << "the newest step every rank still holds";
 }
 
+TEST(supervisor_policy, a_newer_checkpoint_on_disk_is_the_restore_point_and_a_bad_one_falls_back) {
+  fake_clock clock;
+  {
+    supervisor_policy live{two_nodes(), clock};
+    (void)start_job(live, 2);
+    snapshot_all(live, 10);
+    EXPECT_FALSE(live.held_in_every_slot(step_t{15}));
+    EXPECT_TRUE(live.held_in_every_slot(step_t{10}));
+  }
+  // A whole-job restart: no daemon kept any memory; the store names two committed checkpoints.
+  supervisor_policy p{two_nodes(), clock};
+  p.on_checkpoint_committed(step_t{20}, 4);
+  p.on_checkpoint_committed(step_t{40}, 4);
+  std::vector<rank_slot> placement{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{0}, 1},
+                                   {rank_id{2}, node_id{1}, 0}, {rank_id{3}, node_id{1}, 1}};
+  (void)p.recover_after_restart(epoch_t{3}, placement, step_t{42});
+  (void)p.on_node_up(node_id{0});
+  (void)p.on_node_up(node_id{1});
+  auto start = all_ready(p);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{40});
+  ASSERT_EQ(start[0].sources.size(), 4u);
+  for (const auto& s : start[0].sources)
+    EXPECT_EQ(s.where, state_source::kind::disk);
+  // Rank 1's shard of step 40 is damaged: that checkpoint is dropped, step 20 is next.
+  const auto e = p.epoch();
+  auto a = p.on_restore_failed(rank_id{1}, e, rank_id{1}, step_t{40}, node_id{0}, state_source::kind::disk,
+                               "payload checksum mismatch");
+  ASSERT_FALSE(all_of<note_event>(a).empty());
+  EXPECT_NE(all_of<note_event>(a)[0].detail.find("from disk"), std::string::npos) << all_of<note_event>(a)[0].detail;
+  EXPECT_EQ(p.checkpoints().count(step_t{40}), 0u);
+  start = all_ready(p);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{20});
+  // A newer step in memory wins over an older checkpoint.
+  snapshot_all(p, 25);
+  (void)p.on_rank_failed(rank_id{3}, p.epoch(), "killed by signal 9");
+  start = all_ready(p);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{25});
+  EXPECT_EQ(start[0].sources[0].where, state_source::kind::local_slot);
+}
+
 }  // namespace
 }  // namespace rekindle::actors

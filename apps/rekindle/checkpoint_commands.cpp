@@ -1,0 +1,209 @@
+// rekindle checkpoint list|verify DIR: what a checkpoint directory holds, read from the directory
+// alone (manifest files beside the shards), so it works without a cluster and on a copy.
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "apps/rekindle/commands.hpp"
+#include "common/text.hpp"
+#include "storage/shard_file.hpp"
+
+namespace rekindle::apps {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string pad_right(std::string s, std::size_t width) {
+  if (s.size() < width)
+    s.append(width - s.size(), ' ');
+  return s;
+}
+
+struct manifest {
+  fs::path file;
+  std::uint64_t step = 0;
+  std::uint32_t world = 0;
+  struct shard {
+    std::uint32_t rank = 0;
+    std::string file;
+    std::uint64_t size = 0;
+    std::uint64_t checksum = 0;
+  };
+  std::vector<shard> shards;
+};
+
+// Reads one manifest file; the error names the file and the field.
+expected<manifest> read_manifest(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in)
+    return status{errc::not_found, file.string() + ": cannot be read"};
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    return status{errc::invalid_argument, file.string() + ": not JSON (" + e.what() + ")"};
+  }
+  const auto number = [&](const json& o, const std::string& where, const char* key) -> expected<std::uint64_t> {
+    if (!o.is_object() || !o.contains(key) || !o[key].is_number_unsigned())
+      return status{errc::invalid_argument, file.string() + ": " + where + key + " is missing or not a whole number"};
+    return o[key].get<std::uint64_t>();
+  };
+  manifest m;
+  m.file = file;
+  RK_ASSIGN_OR_RETURN(m.step, number(j, "", "step"));
+  RK_ASSIGN_OR_RETURN(auto world, number(j, "", "world_size"));
+  m.world = static_cast<std::uint32_t>(world);
+  if (!j.contains("shards") || !j["shards"].is_array())
+    return status{errc::invalid_argument, file.string() + ": shards is missing or not a list"};
+  for (std::size_t i = 0; i < j["shards"].size(); ++i) {
+    const auto& s = j["shards"][i];
+    const auto where = "shards[" + std::to_string(i) + "].";
+    manifest::shard sh;
+    RK_ASSIGN_OR_RETURN(auto rank, number(s, where, "rank"));
+    sh.rank = static_cast<std::uint32_t>(rank);
+    RK_ASSIGN_OR_RETURN(sh.size, number(s, where, "size"));
+    RK_ASSIGN_OR_RETURN(sh.checksum, number(s, where, "checksum"));
+    if (!s.contains("file") || !s["file"].is_string())
+      return status{errc::invalid_argument, file.string() + ": " + where + "file is missing or not text"};
+    sh.file = s["file"].get<std::string>();
+    m.shards.push_back(std::move(sh));
+  }
+  return m;
+}
+
+struct directory_view {
+  std::vector<manifest> manifests;
+  /// Files no manifest names (shards of checkpoints that never committed, .tmp leftovers).
+  std::vector<std::string> stray;
+};
+
+expected<directory_view> scan(const fs::path& dir) {
+  if (!fs::is_directory(dir))
+    return status{errc::not_found, dir.string() + " is not a directory"};
+  directory_view v;
+  std::set<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.ends_with(".manifest.json")) {
+      RK_ASSIGN_OR_RETURN(auto m, read_manifest(e.path()));
+      v.manifests.push_back(std::move(m));
+    } else if (name.starts_with("ckpt-")) {
+      files.insert(name);
+    }
+  }
+  std::sort(v.manifests.begin(), v.manifests.end(), [](const auto& a, const auto& b) { return a.step > b.step; });
+  for (const auto& m : v.manifests)
+    for (const auto& s : m.shards)
+      files.erase(s.file);
+  v.stray.assign(files.begin(), files.end());
+  return v;
+}
+
+// The directory's contents, or nullopt after saying why on stderr.
+std::optional<directory_view> scan_or_say(const fs::path& dir, const char* command) {
+  auto v = scan(dir);
+  if (!v) {
+    std::cerr << "rekindle checkpoint " << command << ": " << v.error().message() << "\n";
+    return std::nullopt;
+  }
+  return std::move(*v);
+}
+
+int list(const fs::path& dir, bool as_json) {
+  auto v = scan_or_say(dir, "list");
+  if (!v)
+    return 2;
+  json out = json::array();
+  for (const auto& m : v->manifests) {
+    std::uint64_t bytes = 0;
+    for (const auto& s : m.shards)
+      bytes += s.size;
+    out.push_back({{"step", m.step}, {"world_size", m.world}, {"shards", m.shards.size()}, {"bytes", bytes}});
+  }
+  if (as_json) {
+    std::cout << json{{"directory", dir.string()}, {"checkpoints", out}, {"stray_files", v->stray}}.dump(2) << "\n";
+    return 0;
+  }
+  if (out.empty())
+    std::cout << "no committed checkpoint in " << dir.string() << "\n";
+  else
+    std::cout << "step        world  shards  size\n";
+  for (const auto& c : out)
+    std::cout << pad_right(std::to_string(c["step"].get<std::uint64_t>()), 12)
+              << pad_right(std::to_string(c["world_size"].get<std::uint32_t>()), 7)
+              << pad_right(std::to_string(c["shards"].get<std::size_t>()), 8)
+              << format_bytes(static_cast<double>(c["bytes"].get<std::uint64_t>())) << "\n";
+  if (!v->stray.empty())
+    std::cout << v->stray.size() << " file(s) belong to no committed checkpoint (the daemon removes them at start)\n";
+  return 0;
+}
+
+int verify(const fs::path& dir, bool as_json) {
+  auto v = scan_or_say(dir, "verify");
+  if (!v)
+    return 2;
+  json out = json::array();
+  std::size_t bad = 0;
+  for (const auto& m : v->manifests) {
+    std::vector<std::string> problems;
+    std::set<std::uint32_t> ranks;
+    for (const auto& s : m.shards) {
+      ranks.insert(s.rank);
+      auto r = storage::verify_shard(dir / s.file, {.step = step_t{m.step}, .rank = rank_id{s.rank}, .size = s.size,
+                                                     .checksum = s.checksum});
+      if (!r)
+        problems.push_back(r.error().message());
+    }
+    for (std::uint32_t r = 0; r < m.world; ++r)
+      if (!ranks.contains(r))
+        problems.push_back(m.file.filename().string() + ": no shard of rank " + std::to_string(r) + " in a world of " +
+                           std::to_string(m.world));
+    bad += problems.empty() ? 0 : 1;
+    out.push_back({{"step", m.step}, {"ok", problems.empty()}, {"problems", problems}});
+  }
+  if (as_json) {
+    std::cout << json{{"directory", dir.string()}, {"checkpoints", out}, {"stray_files", v->stray}}.dump(2) << "\n";
+  } else {
+    for (const auto& c : out) {
+      std::cout << "step " << c["step"].get<std::uint64_t>() << ": " << (c["ok"].get<bool>() ? "ok" : "BAD") << "\n";
+      for (const auto& p : c["problems"])
+        std::cout << "  " << p.get<std::string>() << "\n";
+    }
+    for (const auto& s : v->stray)
+      std::cout << "stray: " << s << " (no committed checkpoint names it)\n";
+    std::cout << out.size() - bad << " of " << out.size() << " checkpoint(s) intact\n";
+  }
+  return bad == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_checkpoint_commands(CLI::App& app, int& exit_code) {
+  auto* ckpt = app.add_subcommand("checkpoint", "Checkpoints on disk: list them, verify every shard (offline)");
+  ckpt->require_subcommand(1);
+  struct options {
+    std::string dir;
+    bool json = false;
+  };
+  auto o = std::make_shared<options>();
+  auto* l = ckpt->add_subcommand("list", "The committed checkpoints in DIR, newest first, and stray files");
+  l->add_option("dir", o->dir, "The checkpoint directory (checkpoint.directory)")->required();
+  l->add_flag("--json", o->json, "JSON for scripts");
+  l->callback([o, &exit_code] { exit_code = list(o->dir, o->json); });
+  auto* v = ckpt->add_subcommand("verify", "Checks every committed checkpoint's shards against its manifest "
+                                           "(header, size, checksum); exit 1 when one is damaged");
+  v->add_option("dir", o->dir, "The checkpoint directory (checkpoint.directory)")->required();
+  v->add_flag("--json", o->json, "JSON for scripts");
+  v->callback([o, &exit_code] { exit_code = verify(o->dir, o->json); });
+}
+
+}  // namespace rekindle::apps

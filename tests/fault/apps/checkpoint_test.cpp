@@ -1,0 +1,234 @@
+// Checkpoints on disk with real daemons: committed only when every shard is durable, restored
+// after a whole-job restart, never half-written when a daemon dies in the middle, and training
+// goes on when the disk refuses them.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <regex>
+
+#include "storage/shard_file.hpp"
+#include "tests/support/cluster.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t steps = 1500;
+
+// Every anchor (4 snapshots of 5 steps) is persisted: steps 20, 40, 60, ...
+testing::cluster_options options() { return {.steps = steps, .persist_every = 2, .keep = 3}; }
+
+std::string bits(double d) {
+  std::uint64_t u;
+  std::memcpy(&u, &d, sizeof u);
+  return std::to_string(u);
+}
+
+double reference_loss() {
+  static std::optional<double> cached;
+  if (!cached) {
+    testing::local_cluster c{options()};
+    c.start_all();
+    const auto report = c.wait_done(240s);
+    EXPECT_EQ(report.value("state", ""), "completed");
+    cached = report.is_null() ? 0.0 : testing::final_loss(report);
+  }
+  return *cached;
+}
+
+// The committed checkpoints' manifest files in `dir`, by step.
+std::map<std::uint64_t, nlohmann::json> manifests(const fs::path& dir) {
+  std::map<std::uint64_t, nlohmann::json> out;
+  if (!fs::exists(dir))
+    return out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().ends_with(".manifest.json")) {
+      std::ifstream in(e.path());
+      auto j = nlohmann::json::parse(in);
+      out[j["step"].get<std::uint64_t>()] = j;
+    }
+  return out;
+}
+
+std::optional<std::uint64_t> last_checkpoint(const nlohmann::json& status) {
+  if (!status.contains("checkpoint") || !status["checkpoint"]["last_step"].is_number())
+    return std::nullopt;
+  return status["checkpoint"]["last_step"].get<std::uint64_t>();
+}
+
+void wait_checkpoint(const testing::local_cluster& c, std::uint64_t step) {
+  EXPECT_TRUE(c.wait_for([&](const nlohmann::json& s) { return last_checkpoint(s).value_or(0) >= step; }, 120s))
+      << "no checkpoint of step >= " << step << "\n" << c.log("n0");
+}
+
+// Kills every daemon (their workers die with them) and waits for them to be gone.
+void kill_all(testing::local_cluster& c) {
+  for (const auto& n : c.node_names())
+    c.signal_node(n, SIGKILL);
+  for (const auto& n : c.node_names())
+    ASSERT_TRUE(c.wait_node(n, 30s).has_value()) << n << " did not exit";
+}
+
+// Runs the job until a checkpoint of at least `step` is committed, then kills every daemon.
+void run_until_checkpoint_then_kill(testing::local_cluster& c, std::uint64_t step) {
+  c.start_all();
+  wait_checkpoint(c, step);
+  kill_all(c);
+}
+
+TEST(checkpoint, every_shard_is_durable_before_commit_and_only_keep_remain) {
+  testing::local_cluster c{options()};
+  c.start_all();
+  const auto report = c.wait_done(240s);
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  const auto dir = c.data_dir() / "checkpoints";
+  const auto found = manifests(dir);
+  ASSERT_EQ(found.size(), 3u) << "keep = 3";
+  EXPECT_EQ(found.rbegin()->first, 1500u - 1500u % 20u) << "the newest anchor was persisted";
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    ++files;
+    EXPECT_FALSE(e.path().string().ends_with(".tmp")) << e.path();
+  }
+  EXPECT_EQ(files, 3u * 5u) << "4 shards and a manifest per checkpoint, nothing else";
+  for (const auto& [step, m] : found) {
+    ASSERT_EQ(m["world_size"], 4);
+    ASSERT_EQ(m["shards"].size(), 4u);
+    for (const auto& s : m["shards"]) {
+      auto v = storage::verify_shard(dir / s["file"].get<std::string>(),
+                                     {.step = step_t{step},
+                                      .rank = rank_id{s["rank"].get<std::uint32_t>()},
+                                      .size = s["size"].get<std::uint64_t>(),
+                                      .checksum = s["checksum"].get<std::uint64_t>()});
+      EXPECT_TRUE(v.has_value()) << v.error().message();
+    }
+  }
+  EXPECT_NE(c.log("n0").find("checkpoint_committed"), std::string::npos);
+
+  // The offline tool agrees, and finds a damaged shard, naming it.
+  const auto rekindle = (testing::bin_dir() / "rekindle").string();
+  auto ok = testing::run_process({rekindle, "checkpoint", "verify", dir.string(), "--json"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  const auto verdict = nlohmann::json::parse(ok.out);
+  ASSERT_EQ(verdict["checkpoints"].size(), 3u);
+  for (const auto& v : verdict["checkpoints"])
+    EXPECT_TRUE(v["ok"].get<bool>()) << v.dump();
+  const auto victim = dir / storage::shard_file_name(step_t{found.begin()->first}, rank_id{2});
+  {
+    std::fstream f(victim, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(storage::shard_header_bytes + 7));
+    f.put('\x7f');
+  }
+  auto bad = testing::run_process({rekindle, "checkpoint", "verify", dir.string()});
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.out.find(victim.filename().string()), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("2 of 3 checkpoint(s) intact"), std::string::npos) << bad.out;
+  auto listed = testing::run_process({rekindle, "checkpoint", "list", dir.string(), "--json"});
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_EQ(nlohmann::json::parse(listed.out)["checkpoints"][0]["step"], found.rbegin()->first);
+  auto missing = testing::run_process({rekindle, "checkpoint", "list", (dir / "nope").string()});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("is not a directory"), std::string::npos) << missing.err;
+}
+
+TEST(checkpoint, a_whole_job_restart_resumes_from_the_newest_checkpoint_with_the_same_final_loss) {
+  const double expected = reference_loss();
+  testing::local_cluster c{options()};
+  run_until_checkpoint_then_kill(c, 40);
+  const auto newest = manifests(c.data_dir() / "checkpoints").rbegin()->first;
+  c.start_all();
+  const auto report = c.wait_done(240s);
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  ASSERT_GE(report["recoveries"].size(), 1u) << report.dump(2);
+  const auto& r = report["recoveries"][0];
+  EXPECT_EQ(r["source"], "disk") << r.dump() << c.log("n0");
+  EXPECT_GE(r["restored_step"].get<std::uint64_t>(), newest) << r.dump();
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+}
+
+TEST(checkpoint, a_corrupted_shard_falls_back_to_the_previous_checkpoint) {
+  const double expected = reference_loss();
+  testing::local_cluster c{options()};
+  run_until_checkpoint_then_kill(c, 60);
+  const auto dir = c.data_dir() / "checkpoints";
+  const auto found = manifests(dir);
+  ASSERT_GE(found.size(), 2u);
+  const auto newest = found.rbegin()->first;
+  const auto previous = std::next(found.rbegin())->first;
+  // One byte in the middle of rank 1's payload.
+  const auto shard = dir / storage::shard_file_name(step_t{newest}, rank_id{1});
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(storage::shard_header_bytes + 100));
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(storage::shard_header_bytes + 100));
+    f.write(&b, 1);
+  }
+  c.start_all();
+  const auto report = c.wait_done(240s);
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  const auto log = c.log("n0");
+  EXPECT_NE(log.find("restore_failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("payload checksum mismatch"), std::string::npos) << "the event says why: " << log;
+  EXPECT_NE(log.find("train from step " + std::to_string(previous)), std::string::npos) << log;
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+}
+
+class killed_mid_persist : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(killed_mid_persist, leaves_the_previous_checkpoint_the_newest_and_collects_the_rest) {
+  const double expected = reference_loss();
+  testing::local_cluster c{options()};
+  // Both daemons die when their third shard write (the first of the second checkpoint: two
+  // ranks per node) reaches the sync point: the first checkpoint must stay the one a restart uses.
+  ::setenv("REKINDLE_FAULT_PERSIST", (std::string{GetParam()} + "@3").c_str(), 1);
+  c.start_all();
+  ::unsetenv("REKINDLE_FAULT_PERSIST");
+  for (const auto& n : c.node_names())
+    ASSERT_TRUE(c.wait_node(n, 120s).has_value()) << n << " did not die at " << GetParam() << "\n" << c.log(n);
+  const auto found = manifests(c.data_dir() / "checkpoints");
+  ASSERT_EQ(found.size(), 1u) << c.log("n0") << c.log("n1");
+  const auto first = found.begin()->first;
+  c.start_all();
+  const auto report = c.wait_done(240s);
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  const auto log = c.log("n0");
+  EXPECT_NE(log.find("train from step " + std::to_string(first)), std::string::npos) << log;
+  EXPECT_NE(log.find("checkpoint_gc"), std::string::npos) << "the half-written files were collected: " << log;
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(sync_points, killed_mid_persist, ::testing::Values("after_write", "after_fsync", "after_rename"));
+
+TEST(checkpoint, a_refused_disk_does_not_stop_training_and_says_so) {
+  testing::temp_dir scratch;
+  // A "directory" that is a file: every shard write fails.
+  const auto blocked = scratch.write("not-a-directory", "x");
+  auto o = options();
+  o.steps = 300;
+  o.checkpoint_dir = (blocked / "checkpoints").string();
+  testing::local_cluster c{o};
+  c.start_all();
+  EXPECT_TRUE(c.wait_for([](const nlohmann::json& s) {
+    return s.contains("checkpoint") && s["checkpoint"]["error"].is_string();
+  }, 120s)) << "status names the failure\n" << c.log("n0");
+  const auto report = c.wait_done(240s);
+  EXPECT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  EXPECT_EQ(report["step"], 300);
+  const auto log = c.log("n0");
+  EXPECT_NE(log.find("persist_failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("training goes on from memory snapshots"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace rekindle

@@ -1,0 +1,103 @@
+#include "storage/shard_writer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "storage/checksum.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace rekindle::storage {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<std::byte> bytes(std::size_t n, unsigned seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<std::byte>((i * 31 + seed) & 0xff);
+  return v;
+}
+
+// Collects what the writer reports.
+struct collector {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<shard_done> done;
+
+  void operator()(shard_done d) {
+    std::lock_guard lock{mutex};
+    done.push_back(std::move(d));
+    cv.notify_all();
+  }
+  bool wait_for(std::size_t n) {
+    std::unique_lock lock{mutex};
+    return cv.wait_for(lock, 30s, [&] { return done.size() >= n; });
+  }
+};
+
+shard_job job_for(const std::filesystem::path& dir, std::uint64_t step, std::uint32_t rank, std::vector<std::byte> p) {
+  const auto sum = xxh64(p);
+  return shard_job{dir, step_t{step}, rank_id{rank}, std::move(p), sum};
+}
+
+TEST(shard_writer, writes_jobs_in_order_into_verified_files) {
+  testing::temp_dir dir;
+  collector c;
+  shard_writer w{[&](shard_done d) { c(std::move(d)); }};
+  w.submit(job_for(dir.path(), 20, 0, bytes(100000, 1)));
+  w.submit(job_for(dir.path(), 20, 1, bytes(3000, 2)));
+  ASSERT_TRUE(c.wait_for(2));
+  ASSERT_EQ(c.done[0].rank, rank_id{0});
+  ASSERT_EQ(c.done[1].rank, rank_id{1});
+  for (const auto& d : c.done) {
+    ASSERT_TRUE(d.result.has_value()) << d.result.error().message();
+    EXPECT_EQ(d.file, shard_file_name(step_t{20}, d.rank));
+    auto v = verify_shard(dir.path() / d.file, {.step = step_t{20}, .rank = d.rank, .checksum = d.result->checksum});
+    EXPECT_TRUE(v.has_value()) << v.error().message();
+  }
+  EXPECT_EQ(c.done[1].result->size, 3000u);
+}
+
+// A disk that fills up in the middle of the payload.
+struct full_disk : shard_file_hooks {
+  int before_write(std::uint64_t offset, std::size_t size, std::size_t& partial) override {
+    if (offset >= 64) {
+      partial = size / 2;
+      return ENOSPC;
+    }
+    return 0;
+  }
+};
+
+TEST(shard_writer, a_full_disk_is_reported_and_leaves_no_file) {
+  testing::temp_dir dir;
+  collector c;
+  full_disk hooks;
+  shard_writer w{[&](shard_done d) { c(std::move(d)); }, &hooks};
+  w.submit(job_for(dir.path(), 40, 3, bytes(1 << 20, 3)));
+  ASSERT_TRUE(c.wait_for(1));
+  ASSERT_FALSE(c.done[0].result.has_value());
+  EXPECT_EQ(c.done[0].result.error().code(), errc::resource_exhausted) << c.done[0].result.error().message();
+  EXPECT_NE(c.done[0].result.error().message().find(c.done[0].file), std::string::npos) << "names the file";
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "neither the shard nor its .tmp stays";
+}
+
+TEST(shard_writer, a_payload_that_does_not_match_its_checksum_is_refused) {
+  testing::temp_dir dir;
+  collector c;
+  shard_writer w{[&](shard_done d) { c(std::move(d)); }};
+  auto j = job_for(dir.path(), 60, 0, bytes(5000, 4));
+  j.checksum ^= 1;
+  w.submit(std::move(j));
+  ASSERT_TRUE(c.wait_for(1));
+  ASSERT_FALSE(c.done[0].result.has_value());
+  EXPECT_EQ(c.done[0].result.error().code(), errc::aborted);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / c.done[0].file));
+}
+
+}  // namespace
+}  // namespace rekindle::storage
