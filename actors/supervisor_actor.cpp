@@ -1,5 +1,6 @@
 #include "actors/supervisor_actor.hpp"
 
+#include <ctime>
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
@@ -524,6 +525,20 @@ void supervisor_actor::write_status(bool final) {
     write_atomically(ctx_->data_dir / "report.json", status_json(true));
 }
 
+namespace {
+// "2026-11-30T14:04:31.123Z".
+std::string utc_text(clock::wall_time t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
+}
+}  // namespace
+
 admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r) {
   const bool admin_role = from.role == static_cast<std::uint8_t>(transport::peer_role::admin);
   const auto refuse = [&] {
@@ -574,6 +589,55 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     event("fault_injected", "fail node " + r.args[0], {}, *n);
     to_agent(*n, epoch_t{0}, caf::make_message(fail_node{"operator drill"}));
     return {0, 0, "node " + r.args[0] + " fails now", ""};
+  }
+  if (r.command == "events") {
+    // args: [after SEQ] — events after that position, oldest first, at most 1000.
+    std::uint64_t after = 0;
+    if (!r.args.empty()) {
+      const auto& a = r.args[0];
+      if (a.empty() || a.find_first_not_of("0123456789") != std::string::npos)
+        return {0, 2, "usage: events [--since SEQ]: '" + a + "' is not a whole number", ""};
+      after = std::stoull(a);
+    }
+    (void)store_->flush_events();
+    auto events = store_->events_after(after, 1000);
+    if (!events)
+      return {0, 1, "the event log cannot be read: " + events.error().message(), ""};
+    json out = json::array();
+    for (const auto& e : *events) {
+      json ej{{"seq", e.seq},
+              {"time", utc_text(e.wall)},
+              {"kind", e.kind},
+              {"epoch", e.epoch.value()}};
+      if (e.rank)
+        ej["rank"] = e.rank->value();
+      if (e.node && e.node->value() < ctx_->spec.nodes.size())
+        ej["node"] = ctx_->spec.nodes[e.node->value()].name;
+      for (const auto& [k, v] : e.fields) {
+        if (k == "detail")
+          ej["detail"] = v;
+        else
+          ej["fields"][k] = v;
+      }
+      out.push_back(std::move(ej));
+    }
+    return {0, 0, "", out.dump()};
+  }
+  if (r.command == "checkpoint-now") {
+    if (!admin_role)
+      return refuse();
+    if (ctx_->spec.checkpoint.persist_every == 0)
+      return {0, 3, "checkpoints on disk are off (checkpoint.persist_every = 0)", ""};
+    if (finished_ || policy_.state() != job_state::running)
+      return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not training", ""};
+    if (persist_)
+      return {0, 0, "checkpoint of step " + std::to_string(persist_->step.value()) + " is being written", ""};
+    // The next anchor every rank holds is persisted, whatever persist_every says.
+    next_persist_step_ = 0;
+    checkpoint_now_ = true;
+    event("checkpoint_requested", "an operator asked for a checkpoint now");
+    const auto anchor = ctx_->spec.checkpoint.snapshot_every * snapshots_per_anchor;
+    return {0, 0, "checkpoint requested: the next anchor (a multiple of " + std::to_string(anchor) + " steps) is written", ""};
   }
   if (r.command == "stop") {
     if (!admin_role)

@@ -114,6 +114,9 @@ class supervisor_actor : public caf::event_based_actor {
   /// The newest committed checkpoint, and the last persistence failure ("" after a success).
   std::optional<std::uint64_t> last_checkpoint_;
   std::string persist_error_;
+  /// An operator asked for a checkpoint (checkpoint-now): the next anchor is written even if it
+  /// is not newer than persist_every allows.
+  bool checkpoint_now_ = false;
 
   node_context* ctx_;
   std::unique_ptr<storage::state_store> store_;

@@ -101,7 +101,7 @@ void supervisor_actor::maybe_persist(step_t step) {
   const auto& c = ctx_->spec.checkpoint;
   if (c.persist_every == 0 || persist_ || finished_ || policy_.state() != job_state::running)
     return;
-  if (!is_anchor(step, c.snapshot_every) || step.value() < next_persist_step_ ||
+  if (!is_anchor(step, c.snapshot_every) || (!checkpoint_now_ && step.value() < next_persist_step_) ||
       (last_checkpoint_ && step.value() <= *last_checkpoint_) || !policy_.held_in_every_slot(step))
     return;
   storage::checkpoint_manifest m;
@@ -115,6 +115,7 @@ void supervisor_actor::maybe_persist(step_t step) {
     return;
   }
   persist_ = persist_progress{policy_.epoch(), step, policy_.world(), {}, now_ns(*ctx_->time)};
+  checkpoint_now_ = false;
   spdlog::debug("persisting step {} to {}", step.value(), checkpoint_dir().string());
   to_all_agents(policy_.epoch(), caf::make_message(persist_request{policy_.epoch(), step}));
 }

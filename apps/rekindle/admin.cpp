@@ -1,4 +1,8 @@
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <fstream>
+#include <thread>
 #include <iostream>
 #include <memory>
 
@@ -30,15 +34,22 @@ void add_connection_options(CLI::App* cmd, connection_options& o) {
   cmd->add_flag("--json", o.json, "Print JSON for scripts");
 }
 
-// Runs one admin command; returns the shell's exit status (the reply's code, 1 when unreachable).
-int run(const connection_options& o, const std::string& command, const std::vector<std::string>& args) {
+// One admin command's reply, or the shell's exit status when there is none (1 unreachable,
+// 2 bad input, 3 refused; the reason is on stderr).
+struct call_result {
+  int code = 0;
+  std::string text;
+  std::string json;
+};
+
+call_result call(const connection_options& o, const std::string& command, const std::vector<std::string>& args) {
   init_logging("rekindle", log_level::error);
   const auto loaded = o.config.empty() || o.config == "-"
                           ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
                           : config::load_file(o.config);
   if (!loaded.ok()) {
     std::cerr << "rekindle: " << loaded.error_text() << "\n";
-    return 2;
+    return {2};
   }
   actors::admin_target target;
   target.address = o.connect;
@@ -47,31 +58,171 @@ int run(const connection_options& o, const std::string& command, const std::vect
     std::ifstream in(o.token_file);
     if (!in) {
       std::cerr << "rekindle: cannot read token file " << o.token_file << "\n";
-      return 2;
+      return {2};
     }
     std::getline(in, target.token);
   }
   auto client = actors::admin_client::connect(*loaded.value, target, std::chrono::seconds{10});
   if (!client) {
     std::cerr << "rekindle: " << client.error().message() << "\n";
-    return client.error().code() == errc::unauthenticated ? 3 : 1;
+    return {client.error().code() == errc::unauthenticated ? 3 : 1};
   }
   auto reply = (*client)->call(command, args, std::chrono::seconds{30});
   if (!reply) {
     std::cerr << "rekindle: " << reply.error().message() << "\n";
-    return 1;
+    return {1};
   }
   if (reply->code != 0) {
     std::cerr << "rekindle: " << reply->text << "\n";
-    return reply->code;
+    return {reply->code};
   }
-  if (o.json && !reply->json.empty())
-    std::cout << reply->json << "\n";
-  else if (!reply->text.empty())
-    std::cout << reply->text << "\n";
+  return {0, reply->text, reply->json};
+}
+
+// Runs one admin command and prints its reply; returns the shell's exit status.
+int run(const connection_options& o, const std::string& command, const std::vector<std::string>& args) {
+  const auto r = call(o, command, args);
+  if (r.code != 0)
+    return r.code;
+  if (o.json && !r.json.empty())
+    std::cout << r.json << "\n";
+  else if (!r.text.empty())
+    std::cout << r.text << "\n";
   else
-    std::cout << reply->json << "\n";
+    std::cout << r.json << "\n";
   return 0;
+}
+
+std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width)
+    s.append(width - s.size(), ' ');
+  return s;
+}
+
+std::string fixed(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string ms_text(double seconds) { return fixed(seconds * 1000.0, seconds < 0.01 ? 2 : 0) + " ms"; }
+
+// The status as one line for people (EXPERIENCE.md).
+void print_status(const nlohmann::json& j) {
+  std::string state = j.value("state", "");
+  std::transform(state.begin(), state.end(), state.begin(), [](unsigned char c) { return std::toupper(c); });
+  std::cout << "job " << j.value("job", "") << "  " << state << "  epoch " << j.value("epoch", 0) << "  step "
+            << j.value("step", 0) << "/" << j.value("total_steps", 0);
+  if (j.contains("loss") && j["loss"].is_number())
+    std::cout << "  loss " << fixed(j["loss"].get<double>(), 3);
+  if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number())
+    std::cout << "  " << fixed(j["tokens_per_s"].get<double>() / 1000.0, 1) << "k tok/s";
+  std::cout << "\n";
+  if (j.contains("committed_step") && j["committed_step"].is_number())
+    std::cout << "committed in memory: step " << j["committed_step"].get<std::uint64_t>();
+  else
+    std::cout << "committed in memory: none yet";
+  if (j.contains("checkpoint")) {
+    const auto& c = j["checkpoint"];
+    std::cout << " · on disk: "
+              << (c["last_step"].is_number() ? "step " + std::to_string(c["last_step"].get<std::uint64_t>()) : "none");
+    if (c["writing_step"].is_number())
+      std::cout << " (writing step " << c["writing_step"].get<std::uint64_t>() << ")";
+    if (c["error"].is_string())
+      std::cout << "\nCHECKPOINT FAILING: " << c["error"].get<std::string>();
+  }
+  std::cout << "\n";
+  const auto& recs = j.value("recoveries", nlohmann::json::array());
+  if (recs.empty()) {
+    std::cout << "no failure so far\n";
+  } else {
+    const auto& r = recs.back();
+    std::cout << recs.size() << " recover" << (recs.size() == 1 ? "y" : "ies") << "; last: " << r.value("cause", "")
+              << (r.value("done", false) ? " · recovered in " + fixed(r.value("total_s", 0.0), 2) + " s" : " · recovering")
+              << " · lost " << r.value("steps_lost", 0) << " step(s)\n";
+  }
+}
+
+void print_ranks(const nlohmann::json& j) {
+  std::cout << "rank  node  state       step    step-time  restarts  last-snapshot\n";
+  for (const auto& r : j.value("ranks", nlohmann::json::array()))
+    std::cout << pad(std::to_string(r.value("rank", 0)), 6) << pad(r.value("node", ""), 6) << pad(r.value("state", ""), 12)
+              << pad(std::to_string(r.value("step", 0)), 8) << pad(ms_text(r.value("step_time_s", 0.0)), 11)
+              << pad(std::to_string(r.value("restarts", 0)), 10) << r.value("last_snapshot", 0) << "\n";
+}
+
+void print_nodes(const nlohmann::json& j) {
+  std::cout << "node  up   standby  ranks\n";
+  for (const auto& n : j.value("nodes", nlohmann::json::array())) {
+    std::string ranks;
+    for (const auto& r : j.value("ranks", nlohmann::json::array()))
+      if (r.value("node", "") == n.value("name", ""))
+        ranks += (ranks.empty() ? "" : ",") + std::to_string(r.value("rank", 0));
+    std::cout << pad(n.value("name", ""), 6) << pad(n.value("up", false) ? "yes" : "NO", 5)
+              << pad(n.value("standby_ready", false) ? "warm" : "-", 9) << (ranks.empty() ? "-" : ranks) << "\n";
+  }
+}
+
+void print_recoveries(const nlohmann::json& j) {
+  const auto& recs = j.value("recoveries", nlohmann::json::array());
+  if (recs.empty()) {
+    std::cout << "no failure so far\n";
+    return;
+  }
+  std::cout << "epoch  cause                                     detect   respawn  rendezvous  restore  total    "
+               "restored-from          lost\n";
+  for (const auto& r : recs)
+    std::cout << pad(std::to_string(r.value("epoch", 0)), 7) << pad(r.value("cause", "").substr(0, 40), 42)
+              << pad(ms_text(r.value("detect_s", 0.0)), 9) << pad(ms_text(r.value("respawn_s", 0.0)), 9)
+              << pad(ms_text(r.value("rendezvous_s", 0.0)), 12) << pad(ms_text(r.value("restore_s", 0.0)), 9)
+              << pad(r.value("done", false) ? ms_text(r.value("total_s", 0.0)) : "…", 9)
+              << pad(r.value("source", "") + " @" + std::to_string(r.value("restored_step", 0)), 23)
+              << r.value("steps_lost", 0) << "\n";
+}
+
+// A view of the status: the whole JSON (or `key` of it) with --json, else `print`.
+int show_status(const connection_options& o, const char* key, void (*print)(const nlohmann::json&)) {
+  const auto r = call(o, "status", {});
+  if (r.code != 0)
+    return r.code;
+  const auto j = nlohmann::json::parse(r.json);
+  if (o.json)
+    std::cout << (key ? j.value(key, nlohmann::json::array()) : j).dump(2) << "\n";
+  else
+    print(j);
+  return 0;
+}
+
+void print_event(const nlohmann::json& e) {
+  std::cout << pad(std::to_string(e.value("seq", 0)), 6) << e.value("time", "") << "  " << pad(e.value("kind", ""), 22)
+            << "epoch " << e.value("epoch", 0);
+  if (e.contains("rank"))
+    std::cout << "  rank " << e["rank"].get<std::uint32_t>();
+  if (e.contains("node"))
+    std::cout << "  " << e["node"].get<std::string>();
+  if (e.contains("detail"))
+    std::cout << "  " << e["detail"].get<std::string>();
+  std::cout << "\n";
+}
+
+// events [--since SEQ] [--follow]: the event log; with --follow, new events as they come.
+int show_events(const connection_options& o, std::uint64_t since, bool follow) {
+  for (;;) {
+    const auto r = call(o, "events", {std::to_string(since)});
+    if (r.code != 0)
+      return r.code;
+    for (const auto& e : nlohmann::json::parse(r.json)) {
+      if (o.json)
+        std::cout << e.dump() << "\n";
+      else
+        print_event(e);
+      since = std::max<std::uint64_t>(since, e.value("seq", 0));
+    }
+    std::cout.flush();
+    if (!follow)
+      return 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds{500});
+  }
 }
 
 }  // namespace
@@ -79,9 +230,39 @@ int run(const connection_options& o, const std::string& command, const std::vect
 void add_admin_commands(CLI::App& app, int& exit_code) {
   {
     auto o = std::make_shared<connection_options>();
-    auto* cmd = app.add_subcommand("status", "The job's state, epoch, step, loss, committed step, nodes, ranks and recoveries (JSON)");
+    auto* cmd = app.add_subcommand("status", "The job's state, epoch, step, loss, throughput, committed step, checkpoint "
+                                             "on disk and last failure (--json: everything, with nodes, ranks and recoveries)");
     add_connection_options(cmd, *o);
-    cmd->callback([o, &exit_code] { exit_code = run(*o, "status", {}); });
+    cmd->callback([o, &exit_code] { exit_code = show_status(*o, nullptr, print_status); });
+  }
+  {
+    auto o = std::make_shared<connection_options>();
+    auto* cmd = app.add_subcommand("ranks", "Every rank: node, state, step, step time, restarts, last snapshot");
+    add_connection_options(cmd, *o);
+    cmd->callback([o, &exit_code] { exit_code = show_status(*o, "ranks", print_ranks); });
+  }
+  {
+    auto o = std::make_shared<connection_options>();
+    auto* cmd = app.add_subcommand("nodes", "Every node: up, warm standby, its ranks");
+    add_connection_options(cmd, *o);
+    cmd->callback([o, &exit_code] { exit_code = show_status(*o, "nodes", print_nodes); });
+  }
+  {
+    auto o = std::make_shared<connection_options>();
+    auto* cmd = app.add_subcommand("recoveries", "Each failure: detection, respawn, rendezvous, restore and total time, "
+                                                 "where the state came from, steps lost");
+    add_connection_options(cmd, *o);
+    cmd->callback([o, &exit_code] { exit_code = show_status(*o, "recoveries", print_recoveries); });
+  }
+  {
+    auto o = std::make_shared<connection_options>();
+    auto since = std::make_shared<std::uint64_t>(0);
+    auto follow = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("events", "The job's event log, oldest first (--json: one JSON object per line)");
+    add_connection_options(cmd, *o);
+    cmd->add_option("--since", *since, "Only events after this sequence number");
+    cmd->add_flag("--follow", *follow, "Keep printing new events as they come (until interrupted)");
+    cmd->callback([o, since, follow, &exit_code] { exit_code = show_events(*o, *since, *follow); });
   }
   {
     auto o = std::make_shared<connection_options>();
@@ -138,6 +319,13 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
       exit_code = run(*o, "stop", {});
     });
   }
+}
+
+void add_checkpoint_now_command(CLI::App* checkpoint, int& exit_code) {
+  auto o = std::make_shared<connection_options>();
+  auto* cmd = checkpoint->add_subcommand("now", "Ask the running job for a checkpoint on disk at the next anchor");
+  add_connection_options(cmd, *o);
+  cmd->callback([o, &exit_code] { exit_code = run(*o, "checkpoint-now", {}); });
 }
 
 }  // namespace rekindle::apps

@@ -188,8 +188,9 @@ int verify(const fs::path& dir, bool as_json) {
 }  // namespace
 
 void add_checkpoint_commands(CLI::App& app, int& exit_code) {
-  auto* ckpt = app.add_subcommand("checkpoint", "Checkpoints on disk: list them, verify every shard (offline)");
+  auto* ckpt = app.add_subcommand("checkpoint", "Checkpoints on disk: take one now, list them, verify every shard (list and verify work offline)");
   ckpt->require_subcommand(1);
+  add_checkpoint_now_command(ckpt, exit_code);
   struct options {
     std::string dir;
     bool json = false;

@@ -23,4 +23,7 @@ void add_demo_command(CLI::App& app, int& exit_code);
 /// directory read offline.
 void add_checkpoint_commands(CLI::App& app, int& exit_code);
 
+/// `rekindle checkpoint now`: the running job writes a checkpoint at its next anchor.
+void add_checkpoint_now_command(CLI::App* checkpoint, int& exit_code);
+
 }  // namespace rekindle::apps

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "tests/support/cluster.hpp"
 
 namespace rekindle {
@@ -61,6 +63,64 @@ TEST(cluster, status_and_bad_admin_requests_through_the_shell) {
   const auto report = c.wait_done(60s);
   ASSERT_FALSE(report.is_null());
   EXPECT_EQ(report["state"], "stopped");
+}
+
+TEST(cluster, the_shell_shows_ranks_nodes_events_and_takes_a_checkpoint_now) {
+  // No periodic checkpoints: the one on disk comes from the operator's request.
+  testing::local_cluster c{{.steps = 3000, .persist_every = 1000000}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
+  auto r = c.admin({"status"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("job test  RUNNING  epoch 1  step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/3000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no failure so far"), std::string::npos) << r.out;
+
+  r = c.admin({"ranks"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank  node  state"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n3     n1    "), std::string::npos) << r.out;
+  r = c.admin({"ranks", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 4u);
+
+  r = c.admin({"nodes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("n1    yes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2,3"), std::string::npos) << "n1's ranks: " << r.out;
+
+  r = c.admin({"events", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<nlohmann::json> events;
+  std::istringstream lines{r.out};
+  for (std::string line; std::getline(lines, line);)
+    events.push_back(nlohmann::json::parse(line));
+  ASSERT_GE(events.size(), 3u) << r.out;
+  EXPECT_EQ(events[0]["kind"], "job_created");
+  EXPECT_EQ(events[0]["seq"], 1);
+  const auto last = events.back()["seq"].get<std::uint64_t>();
+  r = c.admin({"events", "--since", std::to_string(last)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("job_created"), std::string::npos) << "only events after --since: " << r.out;
+  r = c.admin({"events", "--since", "x"});
+  EXPECT_EQ(r.exit_code, 2) << "a bad number is bad input";
+
+  r = c.admin({"checkpoint", "now"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("checkpoint requested"), std::string::npos) << r.out;
+  EXPECT_TRUE(c.wait_for(
+      [](const nlohmann::json& st) {
+        return st.contains("checkpoint") && st["checkpoint"]["last_step"].is_number();
+      },
+      120s))
+      << c.log("n0");
+  r = c.admin({"events"});
+  EXPECT_NE(r.out.find("checkpoint_committed"), std::string::npos) << r.out;
+  auto verify = c.admin({"recoveries"});
+  EXPECT_EQ(verify.exit_code, 0) << verify.err;
+  EXPECT_NE(verify.out.find("no failure so far"), std::string::npos) << verify.out;
+  r = c.admin({"stop", "--yes"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 }  // namespace
