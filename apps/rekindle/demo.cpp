@@ -24,6 +24,7 @@
 #include "config/embedded.hpp"
 #include "config/load.hpp"
 #include "kernels/layout.hpp"
+#include "storage/snapshot_slot.hpp"
 
 namespace rekindle::apps {
 
@@ -132,6 +133,9 @@ int run_demo(const demo_options& o) {
       kill_child_group(d.pid);
       d.pid = -1;
     }
+    // A daemon that was killed (the node-loss drill) could not remove its snapshot slots.
+    for (const auto& n : spec.nodes)
+      (void)storage::snapshot_slot::remove_with_prefix(storage::snapshot_slot::name_prefix(data / n.name, spec.job.name));
   };
   for (const auto& n : spec.nodes) {
     auto pid = spawn_child({rekindled.string(), "--config", config_path.string(), "--node", n.name, "--exit-when-done"},
