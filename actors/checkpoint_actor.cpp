@@ -43,15 +43,19 @@ std::optional<std::uint32_t> rank_in_state(std::span<const std::byte> state) {
   return r;
 }
 
-// REKINDLE_FAULT_PERSIST="<sync point>[@<n>]": the daemon kills itself with SIGKILL when its n-th
-// shard write (default: the first) reaches the sync point, as a crash there would. For fault tests.
+// REKINDLE_FAULT_PERSIST="<sync point>[@<n> | @<file>]": the daemon kills itself with SIGKILL when
+// its n-th shard write (default: the first), or any shard write once <file> exists, reaches the
+// sync point, as a crash there would. For fault tests.
 class crash_at_sync_point : public storage::shard_file_hooks {
  public:
-  crash_at_sync_point(storage::shard_sync_point point, std::uint64_t nth) : point_(point), nth_(nth) {}
+  crash_at_sync_point(storage::shard_sync_point point, std::uint64_t nth, std::filesystem::path armed_by)
+      : point_(point), nth_(nth), armed_by_(std::move(armed_by)) {}
   status at(storage::shard_sync_point point, const std::filesystem::path& file) override {
     if (point == storage::shard_sync_point::after_write)
       ++writes_;  // every write passes this point first, once
-    if (point != point_ || writes_ != nth_)
+    if (point != point_)
+      return {};
+    if (armed_by_.empty() ? writes_ != nth_ : !std::filesystem::exists(armed_by_))
       return {};
     spdlog::warn("REKINDLE_FAULT_PERSIST: the daemon dies at {} of {}", storage::to_string(point), file.string());
     ::kill(::getpid(), SIGKILL);
@@ -61,6 +65,7 @@ class crash_at_sync_point : public storage::shard_file_hooks {
  private:
   storage::shard_sync_point point_;
   std::uint64_t nth_;
+  std::filesystem::path armed_by_;
   std::uint64_t writes_ = 0;
 };
 
@@ -75,8 +80,11 @@ std::unique_ptr<storage::shard_file_hooks> persist_hooks_from_env() {
     spdlog::error("REKINDLE_FAULT_PERSIST ignored: {}", point.error().message());
     return nullptr;
   }
-  const std::uint64_t nth = at == std::string::npos ? 1 : std::strtoull(text.c_str() + at + 1, nullptr, 10);
-  return std::make_unique<crash_at_sync_point>(*point, nth);
+  const std::string arg = at == std::string::npos ? std::string{} : text.substr(at + 1);
+  if (arg.starts_with("/"))
+    return std::make_unique<crash_at_sync_point>(*point, 0, arg);
+  return std::make_unique<crash_at_sync_point>(*point, arg.empty() ? 1 : std::strtoull(arg.c_str(), nullptr, 10),
+                                               std::filesystem::path{});
 }
 
 }  // namespace

@@ -203,6 +203,9 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
         started_ns_ = now_ns(*ctx_->time);
     } else if (auto* fj = std::get_if<finish_job>(&action)) {
       finished_ = true;
+      // A checkpoint being written when the job ends is not committed: its manifest and the
+      // shards already reported go (later ones are removed as they are reported, or at start).
+      drop_persist_in_progress();
       final_state_ = std::string{to_string(fj->state)};
       storage::job_record job;
       job.name = ctx_->spec.job.name;
@@ -539,6 +542,15 @@ std::string utc_text(clock::wall_time t) {
 }
 }  // namespace
 
+expected<node_id> supervisor_actor::node_named(const std::string& name) const {
+  if (const auto n = ctx_->spec.find_node(name))
+    return *n;
+  std::vector<std::string> names;
+  for (const auto& node : ctx_->spec.nodes)
+    names.push_back(node.name);
+  return status{errc::invalid_argument, "no node '" + name + "'" + did_you_mean(name, names)};
+}
+
 admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r) {
   const bool admin_role = from.role == static_cast<std::uint8_t>(transport::peer_role::admin);
   const auto refuse = [&] {
@@ -576,13 +588,9 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
       return refuse();
     if (r.args.empty())
       return {0, 2, "usage: fail node NAME", ""};
-    const auto n = ctx_->spec.find_node(r.args[0]);
-    if (!n) {
-      std::vector<std::string> names;
-      for (const auto& node : ctx_->spec.nodes)
-        names.push_back(node.name);
-      return {0, 2, "no node '" + r.args[0] + "'" + did_you_mean(r.args[0], names), ""};
-    }
+    const auto n = node_named(r.args[0]);
+    if (!n)
+      return {0, 2, n.error().message(), ""};
     if (!agents_.contains(*n))
       return {0, 2, "node " + r.args[0] + " is not up", ""};
     injected_nodes_[n->value()] = now_ns(*ctx_->time);
@@ -622,6 +630,58 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
       out.push_back(std::move(ej));
     }
     return {0, 0, "", out.dump()};
+  }
+  if (r.command == "pause" || r.command == "resume") {
+    if (!admin_role)
+      return refuse();
+    const bool pause = r.command == "pause";
+    if (finished_)
+      return {0, 3, "the job has ended (" + final_state_ + ")", ""};
+    if (pause && policy_.state() == job_state::paused)
+      return {0, 0, "already paused", ""};
+    if (!pause && policy_.state() != job_state::paused)
+      return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not paused", ""};
+    execute(pause ? policy_.pause() : policy_.resume());
+    return {0, 0, pause ? "paused at step " + std::to_string(max_step_) + " (the ranks wait; resume to go on)"
+                        : "resumed in epoch " + std::to_string(policy_.epoch().value()),
+            ""};
+  }
+  if (r.command == "drain") {
+    if (!admin_role)
+      return refuse();
+    if (r.args.empty())
+      return {0, 2, "usage: drain node NAME", ""};
+    const auto n = node_named(r.args[0]);
+    if (!n)
+      return {0, 2, n.error().message(), ""};
+    if (n->value() == ctx_->node.value())
+      return {0, 3, "node " + r.args[0] + " hosts the supervisor and cannot be drained", ""};
+    const auto world = policy_.world();
+    execute(policy_.drain(*n));
+    return {0, 0, "node " + r.args[0] + " drained; world " + std::to_string(world) + " → " + std::to_string(policy_.world()) + " ranks",
+            ""};
+  }
+  if (r.command == "scale") {
+    if (!admin_role)
+      return refuse();
+    const auto& a = r.args.empty() ? std::string{} : r.args[0];
+    if (a.empty() || a.size() > 6 || a.find_first_not_of("0123456789") != std::string::npos || std::stoul(a) == 0)
+      return {0, 2, "usage: scale RANKS, a whole number of ranks of at least 1 ('" + a + "' is not)", ""};
+    const auto want = static_cast<std::uint32_t>(std::stoul(a));
+    if (want == policy_.world())
+      return {0, 0, "the world already has " + a + " ranks", ""};
+    const auto before = policy_.world();
+    auto actions = policy_.scale(want);
+    for (const auto& action : actions)
+      if (const auto* note = std::get_if<note_event>(&action); note && note->kind == "scale_refused") {
+        auto why = note->detail;
+        execute(std::move(actions));
+        return {0, 3, std::move(why), ""};
+      }
+    execute(std::move(actions));
+    return {0, 0, "world " + std::to_string(before) + " → " + std::to_string(policy_.world()) +
+                      " ranks (the global batch stays); epoch " + std::to_string(policy_.epoch().value()),
+            ""};
   }
   if (r.command == "checkpoint-now") {
     if (!admin_role)

@@ -87,6 +87,8 @@ class supervisor_actor : public caf::event_based_actor {
   void write_status(bool final);
   [[nodiscard]] std::string status_json(bool full) const;
   admin_reply admin(const envelope& from, const admin_request& r);
+  /// The node of that name, or invalid_argument naming the ones that come close.
+  [[nodiscard]] expected<node_id> node_named(const std::string& name) const;
 
   // ---- checkpoints on disk (supervisor_checkpoints.cpp) ----
   /// At start: pending manifests of an earlier run are dropped, and files no committed manifest
@@ -97,6 +99,8 @@ class supervisor_actor : public caf::event_based_actor {
   void on_shard_persisted(const shard_persisted& s);
   /// Gives up the checkpoint in progress: its manifest and written files go, an event says why.
   void abandon_persist(const std::string& why);
+  /// Drops the checkpoint in progress without an event (the job ended, or training outran it).
+  void drop_persist_in_progress();
   /// Deletes committed checkpoints beyond checkpoint.keep, oldest first.
   void apply_retention();
   [[nodiscard]] std::filesystem::path checkpoint_dir() const;

@@ -132,9 +132,7 @@ void supervisor_actor::on_shard_persisted(const shard_persisted& s) {
   if (!s.ok && s.superseded) {
     // Not a failure: the next anchor's reports start the checkpoint again.
     spdlog::debug("checkpoint of step {} superseded: {}", s.step.value(), s.detail);
-    (void)store_->delete_checkpoint(persist_->step);
-    remove_files(checkpoint_dir(), persist_->step, persist_->world);
-    persist_.reset();
+    drop_persist_in_progress();
     return;
   }
   if (!s.ok) {
@@ -179,16 +177,22 @@ void supervisor_actor::on_shard_persisted(const shard_persisted& s) {
   apply_retention();
 }
 
+void supervisor_actor::drop_persist_in_progress() {
+  if (!persist_)
+    return;
+  (void)store_->delete_checkpoint(persist_->step);
+  remove_files(checkpoint_dir(), persist_->step, persist_->world);
+  persist_.reset();
+}
+
 void supervisor_actor::abandon_persist(const std::string& why) {
   if (!persist_)
     return;
   const auto step = persist_->step;
-  (void)store_->delete_checkpoint(step);
-  remove_files(checkpoint_dir(), step, persist_->world);
+  drop_persist_in_progress();
   persist_error_ = "checkpoint of step " + std::to_string(step.value()) + ": " + why;
   const auto& c = ctx_->spec.checkpoint;
   next_persist_step_ = step.value() + c.persist_every * c.snapshot_every;
-  persist_.reset();
   event("persist_failed", persist_error_ + "; training goes on from memory snapshots, the newest checkpoint on disk " +
                               (last_checkpoint_ ? "stays step " + std::to_string(*last_checkpoint_) : std::string{"is none"}));
 }

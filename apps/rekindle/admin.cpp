@@ -225,6 +225,28 @@ int show_events(const connection_options& o, std::uint64_t since, bool follow) {
   }
 }
 
+// `NAME node NODE --yes`: a command on one node, confirmed.
+void add_node_command(CLI::App& app, const char* name, const char* help, const char* command, const char* why_confirm,
+                      int& exit_code) {
+  auto o = std::make_shared<connection_options>();
+  auto what = std::make_shared<std::string>();
+  auto node = std::make_shared<std::string>();
+  auto yes = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand(name, help);
+  add_connection_options(cmd, *o);
+  cmd->add_option("what", *what, "'node'")->required()->check(CLI::IsMember({"node"}));
+  cmd->add_option("name", *node, "The node")->required();
+  cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
+  cmd->callback([o, what, node, yes, command, why_confirm, &exit_code] {
+    if (!*yes) {
+      std::cerr << "rekindle: " << why_confirm << "; add --yes to confirm\n";
+      exit_code = 2;
+      return;
+    }
+    exit_code = run(*o, command, {*node});
+  });
+}
+
 }  // namespace
 
 void add_admin_commands(CLI::App& app, int& exit_code) {
@@ -285,23 +307,33 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
       exit_code = run(*o, "kill", {std::to_string(*rank), std::to_string(*signal)});
     });
   }
+  add_node_command(app, "fail", "Fault drill: a node's daemon dies at once, as a lost node does", "fail-node",
+                   "fail node is destructive", exit_code);
+  for (const char* name : {"pause", "resume"}) {
+    auto o = std::make_shared<connection_options>();
+    auto* cmd = app.add_subcommand(name, std::string{name} == "pause"
+                                             ? "Pause training: the ranks stop at their step and wait, processes stay"
+                                             : "Resume a paused job in a new epoch");
+    add_connection_options(cmd, *o);
+    cmd->callback([o, name, &exit_code] { exit_code = run(*o, name, {}); });
+  }
+  add_node_command(app, "drain", "Move a node's ranks to a spare (or shrink the world) and stop using it", "drain",
+                   "drain changes the world", exit_code);
   {
     auto o = std::make_shared<connection_options>();
-    auto what = std::make_shared<std::string>();
-    auto node = std::make_shared<std::string>();
+    auto ranks = std::make_shared<std::string>();
     auto yes = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("fail", "Fault drill: a node's daemon dies at once, as a lost node does");
+    auto* cmd = app.add_subcommand("scale", "Resize the data-parallel world to RANKS ranks (the global batch stays)");
     add_connection_options(cmd, *o);
-    cmd->add_option("what", *what, "'node'")->required()->check(CLI::IsMember({"node"}));
-    cmd->add_option("name", *node, "The node")->required();
+    cmd->add_option("ranks", *ranks, "The new number of ranks")->required();
     cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-    cmd->callback([o, what, node, yes, &exit_code] {
+    cmd->callback([o, ranks, yes, &exit_code] {
       if (!*yes) {
-        std::cerr << "rekindle: fail node is destructive; add --yes to confirm\n";
+        std::cerr << "rekindle: scale restarts every rank in a new world; add --yes to confirm\n";
         exit_code = 2;
         return;
       }
-      exit_code = run(*o, "fail-node", {*node});
+      exit_code = run(*o, "scale", {*ranks});
     });
   }
   {

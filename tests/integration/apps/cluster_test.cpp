@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sstream>
+#include <thread>
 
 #include "tests/support/cluster.hpp"
 
@@ -119,6 +120,66 @@ TEST(cluster, the_shell_shows_ranks_nodes_events_and_takes_a_checkpoint_now) {
   auto verify = c.admin({"recoveries"});
   EXPECT_EQ(verify.exit_code, 0) << verify.err;
   EXPECT_NE(verify.out.find("no failure so far"), std::string::npos) << verify.out;
+  r = c.admin({"stop", "--yes"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(cluster, pause_resume_scale_and_drain_from_the_shell) {
+  testing::local_cluster c{{.steps = 100000, .persist_every = 0}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
+  const auto state_is = [&](const char* state) {
+    return c.wait_for([&](const nlohmann::json& s) { return s.value("state", "") == state; }, 60s);
+  };
+  auto r = c.admin({"resume"});
+  EXPECT_EQ(r.exit_code, 3) << "nothing to resume";
+  EXPECT_NE(r.err.find("not paused"), std::string::npos) << r.err;
+  r = c.admin({"pause"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("paused at step"), std::string::npos) << r.out;
+  ASSERT_TRUE(state_is("paused")) << c.status().dump(2);
+  const auto paused_at = c.status()["step"].get<std::uint64_t>();
+  std::this_thread::sleep_for(1s);
+  EXPECT_LE(c.status()["step"].get<std::uint64_t>(), paused_at + 1) << "a paused job does not train";
+  r = c.admin({"resume"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(state_is("running")) << c.status().dump(2);
+
+  r = c.admin({"drain", "node", "n9", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no node 'n9'"), std::string::npos) << r.err;
+  r = c.admin({"drain", "node", "n0", "--yes"});
+  EXPECT_EQ(r.exit_code, 3) << "the supervisor's own node";
+  r = c.admin({"drain", "node", "n1"});
+  EXPECT_EQ(r.exit_code, 2) << "drain needs --yes";
+  r = c.admin({"drain", "node", "n1", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("world 4 → 2 ranks"), std::string::npos) << "no spare: the world shrinks\n" << r.out;
+  EXPECT_TRUE(c.wait_for(
+      [](const nlohmann::json& s) {
+        for (const auto& rank : s["ranks"])
+          if (rank["node"] != "n0")
+            return false;
+        return s.value("world", 0) == 2 && s.value("state", "") == "running";
+      },
+      60s))
+      << "every rank left n1: " << c.status().dump(2);
+
+  r = c.admin({"scale", "4", "--yes"});
+  EXPECT_EQ(r.exit_code, 3) << "n1 is drained: n0 holds 2 ranks\n" << r.out;
+  EXPECT_NE(r.err.find("cannot scale to 4 ranks"), std::string::npos) << r.err;
+  r = c.admin({"scale", "two", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("usage: scale RANKS"), std::string::npos) << r.err;
+  r = c.admin({"scale", "1"});
+  EXPECT_EQ(r.exit_code, 2) << "scale needs --yes";
+  r = c.admin({"scale", "1", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("world 2 → 1 ranks"), std::string::npos) << r.out;
+  EXPECT_TRUE(c.wait_for([](const nlohmann::json& s) { return s.value("world", 0) == 1 && s.value("state", "") == "running"; },
+                         60s))
+      << c.status().dump(2);
+  ASSERT_TRUE(c.wait_step(c.status()["step"].get<std::uint64_t>() + 5, 60s)) << "training goes on\n" << c.log("n0");
   r = c.admin({"stop", "--yes"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
