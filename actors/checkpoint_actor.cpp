@@ -253,8 +253,11 @@ void checkpoint_actor::persist(const persist_request& p) {
     persist_hooks_ = persist_hooks_from_env();
     caf::actor self = this;
     writer_ = std::make_unique<storage::shard_writer>(
-        [self, epoch = p.epoch](storage::shard_done d) {
-          caf::anon_send(self, checkpoint_continuation{[d = std::move(d), epoch](checkpoint_actor* a) {
+        [self](storage::shard_done d) {
+          caf::anon_send(self, checkpoint_continuation{[d = std::move(d)](checkpoint_actor* a) {
+                           // The epoch of the request that asked for this step.
+                           const auto it = a->persist_epochs_.find(d.step);
+                           const epoch_t epoch = it != a->persist_epochs_.end() ? it->second : epoch_t{0};
                            shard_persisted out{epoch, d.step, d.rank, a->ctx_->node, d.result.has_value(), d.file};
                            out.write_ns = static_cast<std::int64_t>(d.seconds * 1e9);
                            if (d.result) {
@@ -270,6 +273,9 @@ void checkpoint_actor::persist(const persist_request& p) {
         },
         persist_hooks_.get());
   }
+  persist_epochs_[p.step] = p.epoch;
+  while (persist_epochs_.size() > 8)
+    persist_epochs_.erase(persist_epochs_.begin());
   for (const auto& [local, rank] : local_ranks_) {
     if (local >= slots_.size()) {
       fail(rank, "local rank " + std::to_string(local) + " has no slot on node " + ctx_->node_name());

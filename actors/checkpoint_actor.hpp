@@ -89,6 +89,8 @@ class checkpoint_actor : public caf::event_based_actor {
   std::unique_ptr<storage::shard_file_hooks> persist_hooks_;
   /// Writes shards off this actor's thread; made on the first persist_request.
   std::unique_ptr<storage::shard_writer> writer_;
+  /// The epoch of the newest requests to persist each step (the last few).
+  std::map<step_t, epoch_t> persist_epochs_;
   std::uint64_t next_id_ = 1;
 };
 

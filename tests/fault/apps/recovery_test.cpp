@@ -88,6 +88,10 @@ TEST(recovery, sigkill_of_a_rank_restarts_it_in_place_with_the_same_final_loss) 
   EXPECT_TRUE(source == "local memory" || source.starts_with("buddy memory")) << r.dump() << c.log("n0");
   EXPECT_LE(r["steps_lost"].get<std::uint64_t>(), 5u * actors::snapshots_per_anchor)
       << "at most one anchor interval: " << r.dump() << c.log("n0");
+  // Checkpoints on disk go on in the new epoch.
+  ASSERT_TRUE(report["checkpoint"]["last_step"].is_number()) << report["checkpoint"].dump();
+  EXPECT_GT(report["checkpoint"]["last_step"].get<std::uint64_t>(), r["failed_at_step"].get<std::uint64_t>() + 100)
+      << c.log("n0");
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
 }
 
