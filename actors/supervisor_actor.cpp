@@ -128,6 +128,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       // Shards of the old epoch's ranks may never all arrive.
       if (persist_ && persist_->epoch != pe->epoch)
         abandon_persist("epoch " + std::to_string(pe->epoch.value()) + " began before every shard was written");
+      slot_reports_.clear();
       auto e = store_->bump_epoch();
       if (!e)
         spdlog::error("the epoch could not be persisted: {}", e.error().message());
@@ -424,7 +425,7 @@ caf::behavior supervisor_actor::make_behavior() {
           spdlog::debug("step {} committed", policy_.committed()->value());
           to_all_agents(policy_.epoch(), caf::make_message(snapshot_committed{policy_.epoch(), *policy_.committed()}));
         }
-        if (h.epoch == policy_.epoch())
+        if (h.kind == 0 && h.epoch == policy_.epoch())
           maybe_persist(h.step);
         if (h.kind == 0 && h.epoch == policy_.epoch()) {
           auto& s = ranks_[h.rank];

@@ -115,6 +115,8 @@ class supervisor_actor : public caf::event_based_actor {
   std::optional<persist_progress> persist_;
   /// The first anchor at or after this step is persisted next.
   std::uint64_t next_persist_step_ = 0;
+  /// Own-slot reports of anchors that may be persisted, by step (older ones go when one is due).
+  std::map<step_t, std::uint32_t> slot_reports_;
   /// The newest committed checkpoint, and the last persistence failure ("" after a success).
   std::optional<std::uint64_t> last_checkpoint_;
   std::string persist_error_;

@@ -102,7 +102,16 @@ void supervisor_actor::maybe_persist(step_t step) {
   if (c.persist_every == 0 || persist_ || finished_ || policy_.state() != job_state::running)
     return;
   if (!is_anchor(step, c.snapshot_every) || (!checkpoint_now_ && step.value() < next_persist_step_) ||
-      (last_checkpoint_ && step.value() <= *last_checkpoint_) || !policy_.held_in_every_slot(step))
+      (last_checkpoint_ && step.value() <= *last_checkpoint_))
+    return;
+  // Counted first, checked once: the full check walks every rank, and each rank reports the step.
+  if (++slot_reports_[step] < policy_.world()) {
+    while (slot_reports_.size() > 16)
+      slot_reports_.erase(slot_reports_.begin());
+    return;
+  }
+  slot_reports_.erase(slot_reports_.begin(), slot_reports_.upper_bound(step));
+  if (!policy_.held_in_every_slot(step))
     return;
   storage::checkpoint_manifest m;
   m.step = step;
