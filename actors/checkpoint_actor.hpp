@@ -23,8 +23,8 @@ namespace rekindle::actors {
 /// 2. The actor reports the copy to the supervisor (snapshot_held, own slot), copies the snapshot
 ///    out of the slot (checking the half was not overwritten meanwhile) and sends it to the buddy
 ///    node's checkpoint actor as a bulk payload, off the training path.
-/// 3. The buddy verifies its checksum, keeps the newest two per rank in memory, and reports
-///    snapshot_held (buddy replica) itself.
+/// 3. The buddy verifies its checksum, keeps the newest few per rank in memory (and the two newest
+///    anchors, and the committed step), and reports snapshot_held (buddy replica) itself.
 /// 4. A worker restoring a state it does not have in its own slot asks its node's checkpoint actor
 ///    (state_request); the request is served from this node's slots or replicas, or forwarded to
 ///    the daemon that holds the state.

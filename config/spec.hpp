@@ -229,10 +229,10 @@ struct spec {
 
 /// The checkpoint directory: checkpoint.directory, or, when that is the default under
 /// daemon.data_dir, the same under `data_dir` (a daemon's --data-dir moves it along).
-inline std::filesystem::path checkpoint_dir_for(const spec& spec, const std::filesystem::path& data_dir) {
-  if (spec.checkpoint.directory.empty() || spec.checkpoint.directory == spec.daemon.data_dir / "checkpoints")
+inline std::filesystem::path checkpoint_dir_for(const spec& s, const std::filesystem::path& data_dir) {
+  if (s.checkpoint.directory.empty() || s.checkpoint.directory == s.daemon.data_dir / "checkpoints")
     return data_dir / "checkpoints";
-  return spec.checkpoint.directory;
+  return s.checkpoint.directory;
 }
 
 }  // namespace rekindle::config

@@ -25,11 +25,6 @@ void shard_writer::submit(shard_job job) {
   cv_.notify_one();
 }
 
-std::size_t shard_writer::pending() const {
-  std::lock_guard lock{mutex_};
-  return jobs_.size() + busy_;
-}
-
 void shard_writer::run() {
   for (;;) {
     shard_job job;
@@ -40,7 +35,6 @@ void shard_writer::run() {
         return;
       job = std::move(jobs_.front());
       jobs_.pop_front();
-      ++busy_;
     }
     const auto t0 = std::chrono::steady_clock::now();
     shard_write_options options;
@@ -52,8 +46,6 @@ void shard_writer::run() {
     d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     job.payload = {};
     done_(std::move(d));
-    std::lock_guard lock{mutex_};
-    --busy_;
   }
 }
 

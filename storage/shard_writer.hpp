@@ -53,18 +53,15 @@ class shard_writer {
   shard_writer& operator=(const shard_writer&) = delete;
 
   void submit(shard_job job);
-  /// Jobs queued or being written.
-  [[nodiscard]] std::size_t pending() const;
 
  private:
   void run();
 
   std::function<void(shard_done)> done_;
   shard_file_hooks* hooks_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<shard_job> jobs_;
-  std::size_t busy_ = 0;
   bool stop_ = false;
   std::thread thread_;
 };
