@@ -181,6 +181,12 @@ caf::behavior agent_actor::make_behavior() {
           ::kill(w->pid, k.signal);
         }
       },
+      [this](const envelope&, const drill_request& d) {
+        if (auto* w = by_rank(d.rank)) {
+          spdlog::warn("agent: fault drill on rank={} pid={}: {} (factor {})", d.rank.value(), w->pid, d.kind, d.factor);
+          to_worker(*w, epoch_t{0}, caf::make_message(d));
+        }
+      },
       [this](const envelope&, const fail_node& f) {
         spdlog::warn("agent: node fault drill ({}): this daemon dies now", f.reason);
         ::kill(getpid(), SIGKILL);

@@ -1,5 +1,6 @@
 #include "actors/supervisor_actor.hpp"
 
+#include <cstdlib>
 #include <ctime>
 #include <signal.h>
 
@@ -24,6 +25,7 @@ policy_config config_from(const config::spec& s) {
   c.total_steps = s.job.steps;
   c.snapshot_every = s.checkpoint.snapshot_every;
   c.hang_timeout = s.timeouts.hang;
+  c.collective_timeout = s.timeouts.collective;
   c.node_timeout = s.timeouts.node;
   c.rendezvous_timeout = s.timeouts.rendezvous;
   c.max_restarts_per_rank = s.recovery.max_restarts_per_rank;
@@ -152,6 +154,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       rs.node = sp->slot.node.value();
       rs.restarts = policy_.restarts_of(sp->slot.rank);
     } else if (auto* kr = std::get_if<kill_rank>(&action)) {
+      killed_as_[kr->rank.value()] = "hung: the supervisor killed it";
       to_agent(kr->node, policy_.epoch(), caf::make_message(kill_request{kr->rank, kr->signal, "hung"}));
     } else if (auto* se = std::get_if<start_epoch>(&action)) {
       storage::membership m;
@@ -395,9 +398,15 @@ caf::behavior supervisor_actor::make_behavior() {
         const std::int64_t injected = it != injected_ranks_.end() ? it->second : 0;
         if (it != injected_ranks_.end())
           injected_ranks_.erase(it);
+        // The cause of a rank the supervisor killed is why it did, not the signal.
+        std::string cause = e.detail;
+        if (const auto k = killed_as_.find(e.rank.value()); k != killed_as_.end()) {
+          cause = k->second;
+          killed_as_.erase(k);
+        }
         event("rank_exited", e.detail, e.rank, e.node, {{"signal", std::to_string(e.signal)}, {"exit_code", std::to_string(e.exit_code)}});
         if (e.epoch == policy_.epoch())
-          open_recovery("rank " + std::to_string(e.rank.value()) + " " + e.detail, e.rank, e.node, injected);
+          open_recovery("rank " + std::to_string(e.rank.value()) + " " + cause, e.rank, e.node, injected);
         execute(policy_.on_rank_failed(e.rank, e.epoch, e.detail));
       },
       [this](const envelope&, const rank_trouble& t) {
@@ -405,6 +414,7 @@ caf::behavior supervisor_actor::make_behavior() {
           return;
         if (t.unresponsive) {
           event("rank_unresponsive", t.detail + ": killing it", t.rank, t.node);
+          killed_as_.emplace(t.rank.value(), "unresponsive: the supervisor killed it");  // a hung one stays hung
           to_agent(t.node, t.epoch, caf::make_message(kill_request{t.rank, SIGKILL, "unresponsive"}));
         } else {
           execute(policy_.on_collective_error(t.rank, t.epoch, t.detail));
@@ -543,6 +553,41 @@ std::string utc_text(clock::wall_time t) {
 }
 }  // namespace
 
+expected<rank_slot> supervisor_actor::placed_rank(const std::string& text) const {
+  const auto& placement = policy_.placement();
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
+    return status{errc::invalid_argument, "'" + text + "' is not a rank number"};
+  const auto rank = static_cast<std::uint32_t>(std::stoul(text));
+  const auto it =
+      std::find_if(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.rank.value() == rank; });
+  if (it == placement.end())
+    return status{errc::invalid_argument,
+                  "rank " + text + " is not in the job (world " + std::to_string(policy_.world()) + ": ranks 0-" +
+                      std::to_string(policy_.world() == 0 ? 0 : policy_.world() - 1) + ")"};
+  return *it;
+}
+
+std::string supervisor_actor::loss_json(std::size_t points) const {
+  // Buckets of consecutive steps, each with its mean, lowest and highest loss; the steps where a
+  // failure struck, so a chart can mark them.
+  const std::size_t steps = std::min<std::size_t>(losses_.size(), max_step_);
+  const std::size_t per = std::max<std::size_t>(1, (steps + points - 1) / points);
+  json out{{"steps", steps}, {"steps_per_point", per}, {"points", json::array()}, {"failures", json::array()}};
+  for (std::size_t begin = 0; begin < steps; begin += per) {
+    const std::size_t end = std::min(steps, begin + per);
+    double sum = 0, lo = losses_[begin], hi = losses_[begin];
+    for (std::size_t i = begin; i < end; ++i) {
+      sum += losses_[i];
+      lo = std::min(lo, losses_[i]);
+      hi = std::max(hi, losses_[i]);
+    }
+    out["points"].push_back({{"step", end}, {"loss", sum / static_cast<double>(end - begin)}, {"min", lo}, {"max", hi}});
+  }
+  for (const auto& rec : recoveries_)
+    out["failures"].push_back({{"step", rec.failed_at_step}, {"cause", rec.cause}});
+  return out.dump();
+}
+
 expected<node_id> supervisor_actor::node_named(const std::string& name) const {
   if (const auto n = ctx_->spec.find_node(name))
     return *n;
@@ -565,24 +610,66 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     if (!admin_role)
       return refuse();
     if (r.args.empty())
-      return {0, 2, "usage: kill RANK [SIGNAL]", ""};
-    std::uint32_t rank = 0;
+      return {0, 2, "usage: kill rank RANK [--signal N]", ""};
+    const auto slot = placed_rank(r.args[0]);
+    if (!slot)
+      return {0, 2, slot.error().message(), ""};
     int sig = SIGKILL;
-    try {
-      rank = static_cast<std::uint32_t>(std::stoul(r.args[0]));
-      if (r.args.size() > 1)
-        sig = std::stoi(r.args[1]);
-    } catch (const std::exception&) {
-      return {0, 2, "kill: rank and signal are numbers", ""};
+    if (r.args.size() > 1) {
+      const auto& a = r.args[1];
+      if (a.empty() || a.size() > 2 || a.find_first_not_of("0123456789") != std::string::npos || std::stoi(a) < 1 ||
+          std::stoi(a) > 64)
+        return {0, 2, "kill: '" + a + "' is not a signal number (1-64)", ""};
+      sig = std::stoi(a);
     }
-    const auto& placement = policy_.placement();
-    auto it = std::find_if(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.rank.value() == rank; });
-    if (it == placement.end())
-      return {0, 2, "rank " + std::to_string(rank) + " is not in the job (world " + std::to_string(policy_.world()) + ")", ""};
-    injected_ranks_[rank] = now_ns(*ctx_->time);
-    event("fault_injected", "kill rank " + std::to_string(rank) + " with signal " + std::to_string(sig), it->rank, it->node);
-    to_agent(it->node, policy_.epoch(), caf::make_message(kill_request{it->rank, sig, "operator"}));
-    return {0, 0, "rank " + std::to_string(rank) + " sent signal " + std::to_string(sig), ""};
+    const auto rank = std::to_string(slot->rank.value());
+    injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
+    event("fault_injected", "kill rank " + rank + " with signal " + std::to_string(sig), slot->rank, slot->node);
+    to_agent(slot->node, policy_.epoch(), caf::make_message(kill_request{slot->rank, sig, "operator"}));
+    return {0, 0, "rank " + rank + " sent signal " + std::to_string(sig), ""};
+  }
+  if (r.command == "hang" || r.command == "slow") {
+    if (!admin_role)
+      return refuse();
+    const bool hang = r.command == "hang";
+    if (r.args.size() != (hang ? 1u : 2u))
+      return {0, 2, hang ? "usage: hang rank RANK" : "usage: slow rank RANK FACTOR", ""};
+    const auto slot = placed_rank(r.args[0]);
+    if (!slot)
+      return {0, 2, slot.error().message(), ""};
+    double factor = 1.0;
+    if (!hang) {
+      char* end = nullptr;
+      factor = std::strtod(r.args[1].c_str(), &end);
+      if (r.args[1].empty() || end == nullptr || *end != '\0' || !(factor >= 1.0 && factor <= 100.0))
+        return {0, 2, "slow: FACTOR is a number from 1 (back to normal) to 100, not '" + r.args[1] + "'", ""};
+    }
+    if (finished_ || policy_.state() != job_state::running)
+      return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not training", ""};
+    const auto rank = std::to_string(slot->rank.value());
+    std::string what = hang            ? "hang rank " + rank
+                       : factor == 1.0 ? "rank " + rank + " back to its normal speed"
+                                       : "slow rank " + rank + " by " + r.args[1] + "x";
+    if (hang)
+      injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
+    event("fault_injected", what, slot->rank, slot->node);
+    to_agent(slot->node, policy_.epoch(), caf::make_message(drill_request{slot->rank, r.command, factor}));
+    return {0, 0,
+            hang ? "rank " + rank + " hangs before its next step; its peers wait in their collectives until it is found"
+            : factor == 1.0 ? "rank " + rank + " steps at its normal speed again"
+                            : "each step of rank " + rank + " now takes " + r.args[1] + " times as long",
+            ""};
+  }
+  if (r.command == "loss") {
+    // args: [POINTS] — the loss curve in at most that many buckets (default 200).
+    std::size_t points = 200;
+    if (!r.args.empty()) {
+      const auto& a = r.args[0];
+      if (a.empty() || a.size() > 6 || a.find_first_not_of("0123456789") != std::string::npos || std::stoul(a) == 0)
+        return {0, 2, "usage: loss [POINTS]: '" + a + "' is not a whole number of at least 1", ""};
+      points = std::stoul(a);
+    }
+    return {0, 0, "", loss_json(points)};
   }
   if (r.command == "fail-node") {
     if (!admin_role)

@@ -41,7 +41,9 @@ struct recovery_record {
   [[nodiscard]] double rendezvous_s() const;
   [[nodiscard]] double restore_s() const;
   [[nodiscard]] double total_s() const;
-  [[nodiscard]] std::uint64_t steps_lost() const { return failed_at_step - restored_step; }
+  /// Steps done past the restore point when it failed, as far as the supervisor knew (its count of
+  /// finished steps can trail the snapshots a restore uses: then none counts as lost).
+  [[nodiscard]] std::uint64_t steps_lost() const { return failed_at_step > restored_step ? failed_at_step - restored_step : 0; }
 };
 
 /// The supervisor: runs the job on the policy's decisions, keeps its state in the state store,
@@ -89,6 +91,10 @@ class supervisor_actor : public caf::event_based_actor {
   admin_reply admin(const envelope& from, const admin_request& r);
   /// The node of that name, or invalid_argument naming the ones that come close.
   [[nodiscard]] expected<node_id> node_named(const std::string& name) const;
+  /// The rank that `text` names, if it is a number and in the job's placement.
+  [[nodiscard]] expected<rank_slot> placed_rank(const std::string& text) const;
+  /// The loss curve in at most `points` buckets, and the steps where failures struck (`loss`).
+  [[nodiscard]] std::string loss_json(std::size_t points) const;
 
   // ---- checkpoints on disk (supervisor_checkpoints.cpp) ----
   /// At start: pending manifests of an earlier run are dropped, and files no committed manifest
@@ -140,6 +146,8 @@ class supervisor_actor : public caf::event_based_actor {
   std::optional<std::size_t> open_recovery_;
   /// Injected faults waiting for their failure report: rank or node → injection time.
   std::map<std::uint32_t, std::int64_t> injected_ranks_;
+  /// Ranks the supervisor killed (hung, unresponsive) and why: the cause of their recovery.
+  std::map<std::uint32_t, std::string> killed_as_;
   std::map<std::uint32_t, std::int64_t> injected_nodes_;
   std::int64_t started_ns_ = 0;
   std::uint64_t max_step_ = 0;

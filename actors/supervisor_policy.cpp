@@ -119,6 +119,7 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
   state_ = job_state::rendezvous;
   rendezvous_since_ = now;
   collective_error_since_.reset();
+  collective_waiters_.clear();
 }
 
 std::vector<policy_action> supervisor_policy::on_node_up(node_id n) {
@@ -487,6 +488,7 @@ std::vector<policy_action> supervisor_policy::on_collective_error(rank_id r, epo
   std::vector<policy_action> out;
   if (e != epoch_ || state_ != job_state::running)
     return out;
+  collective_waiters_.insert(r);
   if (!collective_error_since_) {
     collective_error_since_ = clock_.now();
     out.push_back(note_event{"collective_error",
@@ -531,12 +533,30 @@ std::vector<policy_action> supervisor_policy::on_tick() {
     }
   }
   if (state_ == job_state::running) {
+    // A rank's peers report a failed collective once theirs times out; one that stays silent and
+    // makes no progress for longer than that (plus a margin for a step's compute) is not waiting
+    // in a collective: it is the stuck one. No rank counts as hung before its peers could report.
+    const auto margin = config_.hang_timeout / 4;
+    const bool blame = config_.collective_timeout > std::chrono::nanoseconds::zero();
+    const auto hung_after = blame ? std::max(config_.hang_timeout, config_.collective_timeout + margin) : config_.hang_timeout;
     for (const auto& s : placement_) {
       auto& r = ranks_[s.rank];
-      if (now - r.last_progress > config_.hang_timeout) {
+      if (blame && collective_waiters_.contains(s.rank))
+        continue;
+      const auto silent = now - r.last_progress;
+      if (blame && !collective_waiters_.empty() && silent > config_.collective_timeout + margin) {
         out.push_back(note_event{"rank_hung",
                                  "rank " + std::to_string(s.rank.value()) + " made no progress for " +
-                                     format_duration(now - r.last_progress) + ": killing it",
+                                     format_duration(silent) + " and reported nothing while " +
+                                     std::to_string(collective_waiters_.size()) +
+                                     " rank(s) timed out waiting for it in a collective: killing it",
+                                 s.rank, s.node});
+        out.push_back(kill_rank{s.rank, s.node, 9});
+        r.last_progress = now;  // its exit drives the recovery; do not kill it twice
+      } else if (silent > hung_after) {
+        out.push_back(note_event{"rank_hung",
+                                 "rank " + std::to_string(s.rank.value()) + " made no progress for " +
+                                     format_duration(silent) + ": killing it",
                                  s.rank, s.node});
         out.push_back(kill_rank{s.rank, s.node, 9});
         r.last_progress = now;  // its exit drives the recovery; do not kill it twice

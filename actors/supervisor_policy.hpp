@@ -29,6 +29,11 @@ struct policy_config {
   /// Steps between in-memory snapshots.
   std::uint64_t snapshot_every = 1;
   std::chrono::nanoseconds hang_timeout = std::chrono::seconds{10};
+  /// Deadline of a rank's collective calls. When set, a rank whose peers report their
+  /// collectives failing while it reports nothing and makes no progress for this long plus a
+  /// quarter of the hang timeout is the stuck one: only it is killed, and no rank is killed as
+  /// hung before its peers could report. 0: unknown (ranks are found by the hang timeout alone).
+  std::chrono::nanoseconds collective_timeout = std::chrono::nanoseconds::zero();
   std::chrono::nanoseconds node_timeout = std::chrono::seconds{1};
   std::chrono::nanoseconds rendezvous_timeout = std::chrono::seconds{30};
   std::uint32_t max_restarts_per_rank = 5;
@@ -204,8 +209,9 @@ class supervisor_policy {
   /// (5) A rank's process ended, or its collectives failed, or it was found hung.
   std::vector<policy_action> on_rank_failed(rank_id r, epoch_t e, const std::string& why);
   /// A rank's collective failed (a timeout or a peer error): a symptom; the rank that caused it
-  /// is found by its exit or its missed heartbeats. If none is found within the hang timeout,
-  /// every rank starts over in a new epoch.
+  /// is found by its exit, its missed heartbeats, or (with a collective timeout) by being the one
+  /// that is silent and makes no progress while its peers wait. If none is found within the hang
+  /// timeout, every rank starts over in a new epoch.
   std::vector<policy_action> on_collective_error(rank_id r, epoch_t e, const std::string& why);
   /// A rank finished a step.
   std::vector<policy_action> on_progress(rank_id r, epoch_t e, step_t s);
@@ -322,6 +328,8 @@ class supervisor_policy {
   std::map<step_t, std::uint32_t> checkpoints_;
   clock::time_point rendezvous_since_;
   std::optional<clock::time_point> collective_error_since_;
+  /// Ranks of this epoch that reported a failed collective: they wait, they are not stuck.
+  std::set<rank_id> collective_waiters_;
   std::uint32_t restarts_ = 0;
   std::string reason_;
 };

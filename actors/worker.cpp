@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <thread>
 
 #include "storage/shard_file.hpp"
 #include "storage/checksum.hpp"
@@ -73,6 +74,13 @@ class worker_actor : public caf::event_based_actor {
         [this](const envelope&, const abort_epoch& a) {
           rt_->abort_current(a.epoch);
           rt_->push(a);
+        },
+        [this](const envelope&, const drill_request& d) {
+          spdlog::warn("fault drill on this rank: {} (factor {})", d.kind, d.factor);
+          if (d.kind == "hang")
+            rt_->hang_ = true;
+          else if (d.kind == "slow")
+            rt_->slow_factor_ = d.factor;
         },
         [this](const envelope&, const job_finished& j) {
           rt_->abort_current(epoch_t{~std::uint64_t{0}});
@@ -311,13 +319,25 @@ void worker_runtime::train(const start_training& start) {
   while (task->current_step().value() < task->total_steps()) {
     if (interrupted())
       return;
+    if (hang_) {
+      // As behind a kernel that never returns: the process lives and heartbeats, its peers wait
+      // in the next collective until the supervisor finds this rank and kills it.
+      spdlog::warn("rank {} hangs before step {} (fault drill)", a.rank.value(), task->current_step().value() + 1);
+      while (!interrupted())
+        std::this_thread::sleep_for(std::chrono::milliseconds{20});
+      return;
+    }
     const auto step_start = previous_end.value_or(clock_type::now());
+    const auto compute_start = clock_type::now();
     auto r = task->step();
     if (!r) {
       if (!interrupted() && !comm->aborted())
         to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, r.error().message()}));
       return;
     }
+    if (const double factor = slow_factor_; factor > 1.0)
+      std::this_thread::sleep_for(std::chrono::nanoseconds{
+          static_cast<std::int64_t>(static_cast<double>(ns_since(compute_start)) * (factor - 1.0))});
     if (!previous_end)
       spdlog::debug("first step of epoch {} in {} ms", a.epoch.value(), ns_since(step_start) / 1000000);
     progress_report p{a.epoch,

@@ -56,6 +56,9 @@ struct worker_context {
 ///      collective in flight returns at once; the process stays and waits for its next
 ///      assignment. A collective that fails on its own is reported (rank_trouble).
 ///   4. job_finished ends the process.
+///   Fault drills (drill_request) change how the training thread steps: a hung rank stops before
+///   its next step and waits until it is killed or its epoch ends; a slowed one sleeps after each
+///   step for (factor - 1) times the step's own time.
 ///
 /// Thread-safety: the actor and the training thread share only the command queue and the
 /// current communicator, both under a mutex.
@@ -111,6 +114,9 @@ class worker_runtime {
   std::map<std::uint64_t, std::promise<expected<transport::shared_bytes>>> pending_;
   std::uint64_t next_request_ = 1;
   int exit_status_ = 0;
+  /// Fault drills (drill_request), set by the actor, read by the training thread before each step.
+  std::atomic<bool> hang_{false};
+  std::atomic<double> slow_factor_{1.0};
 };
 
 }  // namespace rekindle::actors

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 #include <iostream>
@@ -8,8 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include "actors/admin_client.hpp"
-#include "apps/rekindle/commands.hpp"
+#include "apps/rekindle/admin_call.hpp"
+#include "common/chart.hpp"
 #include "common/logging.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
@@ -18,31 +22,52 @@ namespace rekindle::apps {
 
 namespace {
 
-struct connection_options {
-  std::string config;
-  std::string connect;
-  std::string token_file;
-  std::string data_dir;
-  bool json = false;
-};
+connection_defaults& defaults() {
+  static connection_defaults d;
+  return d;
+}
+
+// Waits `seconds` before the next attempt, counting down on stderr (in place on a terminal).
+void count_down(int seconds, int attempt, int attempts) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  for (int left = seconds; left > 0; --left) {
+    if (tty || left == seconds)
+      std::cerr << (tty ? "\r" : "") << "rekindle: retrying in " << left << " s (attempt " << attempt + 1 << " of "
+                << attempts << "; Ctrl-C gives up) " << (tty ? "" : "\n") << std::flush;
+    std::this_thread::sleep_for(std::chrono::seconds{1});
+  }
+  if (tty)
+    std::cerr << "\r" << std::string(72, ' ') << "\r" << std::flush;
+}
+
+
+}  // namespace
+
+connection_options::connection_options() : connection_defaults(defaults()) {}
 
 void add_connection_options(CLI::App* cmd, connection_options& o) {
   cmd->add_option("--config", o.config, "The cluster configuration (default: the embedded local.toml)");
   cmd->add_option("--connect", o.connect, "host:port of the supervisor's daemon (default: from the configuration)");
   cmd->add_option("--token-file", o.token_file, "Token to present (default: security.token_file)");
   cmd->add_option("--data-dir", o.data_dir, "Overrides daemon.data_dir when looking for the supervisor's address");
+  cmd->add_option("--retries", o.retries,
+                  "Attempts to reach an unreachable supervisor, 1, 2, 4, ... s apart, with a countdown (default 3)")
+      ->check(CLI::Range(1, 100));
   cmd->add_flag("--json", o.json, "Print JSON for scripts");
 }
 
-// One admin command's reply, or the shell's exit status when there is none (1 unreachable,
-// 2 bad input, 3 refused; the reason is on stderr).
-struct call_result {
-  int code = 0;
-  std::string text;
-  std::string json;
-};
-
-call_result call(const connection_options& o, const std::string& command, const std::vector<std::string>& args) {
+call_result call(const connection_options& o, const std::string& command, const std::vector<std::string>& args,
+                 admin_session* session) {
+  if (session != nullptr && session->client) {
+    // One connection for many calls; a broken one is made again below.
+    auto reply = session->client->call(command, args, std::chrono::seconds{30});
+    if (reply) {
+      if (reply->code != 0)
+        std::cerr << "rekindle: " << reply->text << "\n";
+      return reply->code != 0 ? call_result{reply->code} : call_result{0, reply->text, reply->json};
+    }
+    session->client.reset();
+  }
   init_logging("rekindle", log_level::error);
   const auto loaded = o.config.empty() || o.config == "-"
                           ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
@@ -63,11 +88,20 @@ call_result call(const connection_options& o, const std::string& command, const 
     std::getline(in, target.token);
   }
   auto client = actors::admin_client::connect(*loaded.value, target, std::chrono::seconds{10});
+  // An unreachable supervisor (restarting, or its node rebooting) is tried again, visibly; a
+  // refused token or a bad address is not.
+  for (int attempt = 1; !client && client.error().code() == errc::unavailable && attempt < o.retries; ++attempt) {
+    std::cerr << "rekindle: " << client.error().message() << "\n";
+    count_down(1 << std::min(attempt - 1, 5), attempt, o.retries);
+    client = actors::admin_client::connect(*loaded.value, target, std::chrono::seconds{10});
+  }
   if (!client) {
     std::cerr << "rekindle: " << client.error().message() << "\n";
-    return {client.error().code() == errc::unauthenticated ? 3 : 1};
+    return {client.error().code() == errc::unauthenticated ? 3 : client.error().code() == errc::invalid_argument ? 2 : 1};
   }
   auto reply = (*client)->call(command, args, std::chrono::seconds{30});
+  if (session != nullptr)
+    session->client = std::move(*client);
   if (!reply) {
     std::cerr << "rekindle: " << reply.error().message() << "\n";
     return {1};
@@ -78,6 +112,8 @@ call_result call(const connection_options& o, const std::string& command, const 
   }
   return {0, reply->text, reply->json};
 }
+
+namespace {
 
 // Runs one admin command and prints its reply; returns the shell's exit status.
 int run(const connection_options& o, const std::string& command, const std::vector<std::string>& args) {
@@ -221,8 +257,39 @@ int show_events(const connection_options& o, std::uint64_t since, bool follow) {
     std::cout.flush();
     if (!follow)
       return 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds{500});
+    for (int i = 0; i < 5; ++i) {
+      if (stop_requested())
+        return 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    }
   }
+}
+
+// loss: the curve in one bucket per column.
+int show_loss(const connection_options& o, int width, int height) {
+  if (width == 0) {
+    const char* columns = std::getenv("COLUMNS");
+    width = std::clamp((columns != nullptr ? std::atoi(columns) : 80) - 12, 10, 1000);
+  }
+  const auto r = call(o, "loss", {std::to_string(width)});
+  if (r.code != 0)
+    return r.code;
+  const auto j = nlohmann::json::parse(r.json);
+  if (o.json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::vector<chart_point> points;
+  for (const auto& p : j.value("points", nlohmann::json::array()))
+    points.push_back({p.value("step", 0.0), p.value("loss", 0.0), p.value("min", 0.0), p.value("max", 0.0)});
+  std::vector<double> marks;
+  for (const auto& f : j.value("failures", nlohmann::json::array()))
+    marks.push_back(f.value("step", 0.0));
+  std::cout << "loss over " << j.value("steps", 0) << " steps";
+  if (!marks.empty())
+    std::cout << "; v: " << marks.size() << " failure" << (marks.size() == 1 ? "" : "s");
+  std::cout << "\n" << render_chart(points, marks, width, height, 1.0, j.value("steps", 0.0));
+  return 0;
 }
 
 // `NAME node NODE --yes`: a command on one node, confirmed.
@@ -248,6 +315,39 @@ void add_node_command(CLI::App& app, const char* name, const char* help, const c
 }
 
 }  // namespace
+
+void set_connection_defaults(const connection_defaults& d) { defaults() = d; }
+
+std::optional<std::pair<std::vector<std::string>, std::vector<std::string>>> ranks_and_nodes() {
+  const auto& d = defaults();
+  const auto loaded = d.config.empty() || d.config == "-"
+                          ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
+                          : config::load_file(d.config);
+  if (!loaded.ok())
+    return std::nullopt;
+  actors::admin_target target;
+  target.address = d.connect;
+  target.data_dir = d.data_dir;
+  if (!d.token_file.empty()) {
+    std::ifstream in(d.token_file);
+    std::getline(in, target.token);
+  }
+  auto client = actors::admin_client::connect(*loaded.value, target, std::chrono::seconds{2});
+  if (!client)
+    return std::nullopt;
+  auto reply = (*client)->call("status", {}, std::chrono::seconds{2});
+  if (!reply || reply->code != 0)
+    return std::nullopt;
+  const auto j = nlohmann::json::parse(reply->json, nullptr, false);
+  if (j.is_discarded())
+    return std::nullopt;
+  std::pair<std::vector<std::string>, std::vector<std::string>> out;
+  for (const auto& r : j.value("ranks", nlohmann::json::array()))
+    out.first.push_back(std::to_string(r.value("rank", 0)));
+  for (const auto& n : j.value("nodes", nlohmann::json::array()))
+    out.second.push_back(n.value("name", ""));
+  return out;
+}
 
 void add_admin_commands(CLI::App& app, int& exit_code) {
   {
@@ -288,7 +388,7 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
   }
   {
     auto o = std::make_shared<connection_options>();
-    auto rank = std::make_shared<int>(-1);
+    auto rank = std::make_shared<std::string>();
     auto signal = std::make_shared<int>(9);
     auto yes = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("kill", "Fault drill: kill a rank's process with a signal");
@@ -296,7 +396,7 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     auto what = std::make_shared<std::string>();
     cmd->add_option("what", *what, "'rank'")->required()->check(CLI::IsMember({"rank"}));
     cmd->add_option("id", *rank, "The rank")->required();
-    cmd->add_option("--signal", *signal, "Signal number (default 9, SIGKILL)");
+    cmd->add_option("--signal", *signal, "Signal number (default 9, SIGKILL)")->check(CLI::Range(1, 64));
     cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
     cmd->callback([o, what, rank, signal, yes, &exit_code] {
       if (!*yes) {
@@ -304,8 +404,61 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
         exit_code = 2;
         return;
       }
-      exit_code = run(*o, "kill", {std::to_string(*rank), std::to_string(*signal)});
+      exit_code = run(*o, "kill", {*rank, std::to_string(*signal)});
     });
+  }
+  {
+    auto o = std::make_shared<connection_options>();
+    auto rank = std::make_shared<std::string>();
+    auto yes = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("hang", "Fault drill: a rank stops before its next step, alive, as behind a stuck "
+                                           "kernel; its peers wait until the supervisor finds and replaces it");
+    add_connection_options(cmd, *o);
+    auto what = std::make_shared<std::string>();
+    cmd->add_option("what", *what, "'rank'")->required()->check(CLI::IsMember({"rank"}));
+    cmd->add_option("id", *rank, "The rank")->required();
+    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
+    cmd->callback([o, what, rank, yes, &exit_code] {
+      if (!*yes) {
+        std::cerr << "rekindle: hang stalls the whole job until the rank is replaced; add --yes to confirm\n";
+        exit_code = 2;
+        return;
+      }
+      exit_code = run(*o, "hang", {*rank});
+    });
+  }
+  {
+    auto o = std::make_shared<connection_options>();
+    auto rank = std::make_shared<std::string>();
+    auto factor = std::make_shared<std::string>();
+    auto yes = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("slow", "Fault drill: each step of a rank takes FACTOR times as long (1: normal "
+                                           "again), as on a throttled device");
+    add_connection_options(cmd, *o);
+    auto what = std::make_shared<std::string>();
+    cmd->add_option("what", *what, "'rank'")->required()->check(CLI::IsMember({"rank"}));
+    cmd->add_option("id", *rank, "The rank")->required();
+    cmd->add_option("factor", *factor, "How many times as long, from 1 to 100")->required();
+    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
+    cmd->callback([o, what, rank, factor, yes, &exit_code] {
+      if (!*yes) {
+        std::cerr << "rekindle: slow holds back every rank of the job; add --yes to confirm\n";
+        exit_code = 2;
+        return;
+      }
+      exit_code = run(*o, "slow", {*rank, *factor});
+    });
+  }
+  {
+    auto o = std::make_shared<connection_options>();
+    auto width = std::make_shared<int>(0);
+    auto height = std::make_shared<int>(12);
+    auto* cmd = app.add_subcommand("loss", "The loss curve as a terminal chart, failures marked 'v' above it (--json: "
+                                           "the points, each a bucket of steps with mean, min and max)");
+    add_connection_options(cmd, *o);
+    cmd->add_option("--width", *width, "Columns of the plot (default: the terminal's width)")->check(CLI::Range(10, 1000));
+    cmd->add_option("--height", *height, "Rows of the plot (default 12)")->check(CLI::Range(3, 200));
+    cmd->callback([o, width, height, &exit_code] { exit_code = show_loss(*o, *width, *height); });
   }
   add_node_command(app, "fail", "Fault drill: a node's daemon dies at once, as a lost node does", "fail-node",
                    "fail node is destructive", exit_code);

@@ -19,7 +19,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// In the forked child: own process group, die with the parent, exec.
+}  // namespace
+
 [[noreturn]] void exec_child(const std::vector<std::string>& argv, const environment& env, pid_t parent) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -35,6 +36,8 @@ using namespace std::chrono_literals;
   std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
   _exit(127);
 }
+
+namespace {
 
 void fill_result(process_result& r, int wstatus) {
   if (WIFEXITED(wstatus))

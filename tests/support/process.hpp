@@ -25,6 +25,10 @@ struct process_result {
 /// Extra environment for a child: NAME=VALUE pairs added to the test's own environment.
 using environment = std::vector<std::pair<std::string, std::string>>;
 
+/// In a forked child: its own process group (a session leader keeps its own), death with
+/// `parent`, `env` added, then exec of `argv`; exits 127 when that fails.
+[[noreturn]] void exec_child(const std::vector<std::string>& argv, const environment& env, pid_t parent);
+
 /// Runs `argv` to completion (or kills its process group after `timeout`), capturing its output.
 process_result run_process(const std::vector<std::string>& argv,
                            std::chrono::milliseconds timeout = std::chrono::seconds{120},

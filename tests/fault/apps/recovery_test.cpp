@@ -113,6 +113,32 @@ TEST(recovery, a_stopped_rank_is_found_killed_and_restarted_with_the_same_final_
   kill(pid, SIGKILL);
 }
 
+TEST(recovery, a_hung_rank_is_found_by_its_silence_and_only_it_restarts_with_the_same_final_loss) {
+  const testing::cluster_options o{.steps = steps};
+  const double expected = reference_loss(o);
+  testing::local_cluster c{o};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  // The drill from the shell: rank 1 stops before its next step, alive and heartbeating; the
+  // others wait in their collectives, which time out (5 s) and say so.
+  const auto r = c.admin({"hang", "rank", "1", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("rank 1 hangs"), std::string::npos) << r.out;
+  const auto report = c.wait_done(240s);
+  expect_recovered(c, report, 1);
+  const auto& rec = report["recoveries"][0];
+  EXPECT_EQ(rec["rank"], 1) << rec.dump();
+  EXPECT_NE(rec["cause"].get<std::string>().find("hung"), std::string::npos) << rec.dump();
+  // Found by its silence well before the 20 s hang timeout: collective timeout 5 s + 5 s margin.
+  EXPECT_LT(rec["detect_s"].get<double>(), 19.0) << rec.dump() << c.log("n0");
+  // Only the stuck rank was killed; the ranks that waited for it kept their processes.
+  for (const auto& rank : report["ranks"])
+    EXPECT_EQ(rank["restarts"], rank["rank"] == 1 ? 1 : 0) << report["ranks"].dump(2) << c.log("n0");
+  EXPECT_NE(c.log("n0").find("reported nothing while 3 rank(s) timed out waiting for it"), std::string::npos)
+      << c.log("n0");
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+}
+
 TEST(recovery, a_lost_node_moves_its_ranks_to_the_spare_and_restores_from_buddy_memory) {
   const testing::cluster_options o{.spare = true, .steps = steps};
   const double expected = reference_loss(o);

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "tests/support/cluster.hpp"
+#include "tests/support/pty.hpp"
 
 namespace rekindle {
 namespace {
@@ -56,7 +59,7 @@ TEST(cluster, status_and_bad_admin_requests_through_the_shell) {
       << c.status().dump(2);
   r = c.admin({"kill", "rank", "7", "--yes"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("rank 7 is not in the job (world 4)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 7 is not in the job (world 4: ranks 0-3)"), std::string::npos) << r.err;
   r = c.admin({"kill", "rank", "1"});
   EXPECT_EQ(r.exit_code, 2) << "destructive commands need --yes";
   r = c.admin({"stop", "--yes"});
@@ -182,6 +185,191 @@ TEST(cluster, pause_resume_scale_and_drain_from_the_shell) {
   ASSERT_TRUE(c.wait_step(c.status()["step"].get<std::uint64_t>() + 5, 60s)) << "training goes on\n" << c.log("n0");
   r = c.admin({"stop", "--yes"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// Steps every rank finished, from status.json.
+std::uint64_t step_of(const testing::local_cluster& c) {
+  const auto s = c.status();
+  return s.is_null() ? 0 : s.value("step", std::uint64_t{0});
+}
+
+TEST(cluster, slow_drill_loss_chart_and_read_only_tokens) {
+  // An admin token and a read-only one, beside the configuration.
+  testing::local_cluster c{{.steps = 1000000,
+                            .persist_every = 0,
+                            .extra = "\n[security]\ntoken_file = \"admin.token\"\nreadonly_token_file = \"ro.token\"\n"}};
+  const auto dir = c.config().parent_path();
+  std::ofstream(dir / "admin.token") << "admin-secret-0123456789abcdef\n";
+  std::ofstream(dir / "ro.token") << "look-only-0123456789abcdef\n";
+  std::ofstream(dir / "wrong.token") << "not-the-token-0123456789abcdef\n";
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
+  const auto ro = (dir / "ro.token").string();
+
+  // A read-only token looks but changes nothing; a wrong token is refused outright.
+  auto r = c.admin({"status", "--json", "--token-file", ro});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::vector<std::string>> changes{
+      {"kill", "rank", "1", "--yes"}, {"hang", "rank", "1", "--yes"},  {"slow", "rank", "1", "2", "--yes"},
+      {"fail", "node", "n1", "--yes"}, {"drain", "node", "n1", "--yes"}, {"scale", "2", "--yes"},
+      {"pause"},                       {"resume"},                       {"checkpoint", "now"},
+      {"stop", "--yes"}};
+  for (auto args : changes) {
+    args.insert(args.end(), {"--token-file", ro});
+    r = c.admin(args);
+    EXPECT_EQ(r.exit_code, 3) << args[0] << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("this token is read-only"), std::string::npos) << args[0] << ": " << r.err;
+  }
+  r = c.admin({"stop", "--yes", "--token-file", (dir / "wrong.token").string()});
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("refused this token"), std::string::npos) << r.err;
+  auto s = c.status();
+  EXPECT_EQ(s["state"], "running");
+  EXPECT_EQ(s["epoch"], 1) << "nothing was changed";
+  EXPECT_EQ(s["world"], 4);
+  EXPECT_EQ(s["recoveries"].size(), 0u);
+
+  // slow: bad input first, then a 20x slowdown that shows in the step rate, then back to normal.
+  r = c.admin({"slow", "rank", "1", "0.5", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("FACTOR is a number from 1"), std::string::npos) << r.err;
+  r = c.admin({"slow", "rank", "9", "2", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("rank 9 is not in the job"), std::string::npos) << r.err;
+  r = c.admin({"slow", "rank", "1", "2"});
+  EXPECT_EQ(r.exit_code, 2) << "slow needs --yes";
+  r = c.admin({"hang", "rank", "x", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("'x' is not a rank number"), std::string::npos) << r.err;
+  const auto rate = [&] {
+    const auto before = step_of(c);
+    std::this_thread::sleep_for(3s);
+    return static_cast<double>(step_of(c) - before) / 3.0;
+  };
+  const double normal = rate();
+  r = c.admin({"slow", "rank", "1", "20", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("20 times as long"), std::string::npos) << r.out;
+  std::this_thread::sleep_for(500ms);
+  const double slowed = rate();
+  EXPECT_LT(slowed * 3, normal) << "steps/s: " << normal << " before, " << slowed << " slowed 20x";
+  r = c.admin({"slow", "rank", "1", "1", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("normal speed"), std::string::npos) << r.out;
+  s = c.status();
+  EXPECT_EQ(s["recoveries"].size(), 0u) << "a slow rank is not a failure";
+
+  // loss: the curve as JSON and as a chart.
+  r = c.admin({"loss", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto loss = nlohmann::json::parse(r.out);
+  ASSERT_GT(loss["steps"].get<std::uint64_t>(), 5u);
+  ASSERT_FALSE(loss["points"].empty());
+  EXPECT_LE(loss["points"].size(), 80u);
+  for (const auto& p : loss["points"]) {
+    EXPECT_LE(p["min"].get<double>(), p["loss"].get<double>()) << p;
+    EXPECT_LE(p["loss"].get<double>(), p["max"].get<double>()) << p;
+  }
+  EXPECT_NEAR(loss["points"][0]["max"].get<double>(), 5.55, 0.3) << "the first step's loss, ln(256)";
+  r = c.admin({"loss", "--width", "40", "--height", "6"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("loss over "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("+----------------------------------------\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("step 1 "), std::string::npos) << r.out;
+  r = c.admin({"loss", "--width", "5"});
+  EXPECT_EQ(r.exit_code, 2) << "a plot narrower than 10 columns";
+  r = c.admin({"stop", "--yes"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(cluster, an_unreachable_supervisor_is_retried_with_a_countdown_then_reported) {
+  testing::local_cluster c{{}};  // configured, never started
+  const auto started = std::chrono::steady_clock::now();
+  auto r = c.admin({"status", "--connect", "127.0.0.1:1", "--retries", "2"});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("no supervisor answers at 127.0.0.1:1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("retrying in 1 s (attempt 2 of 2"), std::string::npos) << r.err;
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 1s) << "it waited before the second attempt";
+  r = c.admin({"status", "--connect", "nonsense"});
+  EXPECT_EQ(r.exit_code, 2) << "a bad address is bad input, not retried: " << r.err;
+  EXPECT_EQ(r.err.find("retrying"), std::string::npos) << r.err;
+  r = c.admin({"stauts"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'stauts' (did you mean 'status'?)"), std::string::npos) << r.err;
+}
+
+TEST(cluster, the_shell_reads_commands_from_a_pipe) {
+  testing::local_cluster c{{.steps = 1000000, .persist_every = 0}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
+  const auto r = testing::run_process(
+      {(std::filesystem::path{REKINDLE_BIN_DIR} / "rekindle").string(), "shell", "--config", c.config().string()}, 60s,
+      "status\n\nstauts\nkill rank 1\nhelp slow\nranks --json\n");
+  EXPECT_EQ(r.exit_code, 0) << "the last command's status: " << r.out << r.err;
+  EXPECT_NE(r.out.find("job test  RUNNING"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("unknown command 'stauts' (did you mean 'status'?)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kill is destructive; add --yes"), std::string::npos) << "a pipe cannot confirm: " << r.err;
+  EXPECT_NE(r.out.find("FACTOR"), std::string::npos) << "help COMMAND: " << r.out;
+  EXPECT_NE(r.out.find("\"rank\": 3"), std::string::npos) << r.out;
+  EXPECT_EQ(c.status()["recoveries"].size(), 0u);
+  EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
+}
+
+TEST(cluster, the_interactive_shell_completes_recalls_and_asks_before_destroying) {
+  testing::local_cluster c{{.steps = 1000000, .persist_every = 0}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
+  const auto history = c.config().parent_path() / "history";
+  testing::pty_process sh({(std::filesystem::path{REKINDLE_BIN_DIR} / "rekindle").string(), "shell", "--config",
+                           c.config().string()},
+                          {{"REKINDLE_HISTORY", history.string()}, {"TERM", "xterm"}, {"HOME", "/nonexistent"}});
+  ASSERT_TRUE(sh.wait_for("rekindle> ")) << sh.screen();
+  // Tab completes a command (the screen shows it redrawn; what runs shows what the line became)...
+  sh.type("stat\t\r");
+  ASSERT_TRUE(sh.wait_for("job test  RUNNING")) << sh.screen();
+  ASSERT_TRUE(sh.wait_for("rekindle> ")) << sh.screen();
+  // ...the word after it, and node names from the running job.
+  sh.type("dra\tno\t");
+  sh.type("\t\t");
+  ASSERT_TRUE(sh.wait_for("n0")) << sh.screen();
+  ASSERT_TRUE(sh.wait_for("n1")) << sh.screen();
+  // A destructive command asks; no is the default and changes nothing.
+  sh.type("1\r");
+  ASSERT_TRUE(sh.wait_for("drain node n1: this will move every rank off the node. Go ahead? [y/N] ")) << sh.screen();
+  sh.type("\r");
+  ASSERT_TRUE(sh.wait_for("not done")) << sh.screen();
+  ASSERT_TRUE(sh.wait_for("rekindle> ")) << sh.screen();
+  // An unknown command gets a suggestion.
+  sh.type("nodse\r");
+  ASSERT_TRUE(sh.wait_for("did you mean 'nodes'?")) << sh.screen();
+  ASSERT_TRUE(sh.wait_for("rekindle> ")) << sh.screen();
+  // The up arrow recalls the last command line (the unknown one), twice back the drain.
+  sh.type("\x1b[A\x1b[A\r");
+  ASSERT_TRUE(sh.wait_for("Go ahead? [y/N] ")) << sh.screen();
+  sh.type("n\r");
+  ASSERT_TRUE(sh.wait_for("not done")) << sh.screen();
+  sh.type("exit\r");
+  const auto status = sh.wait_exit(30s);
+  ASSERT_TRUE(status.has_value()) << sh.screen();
+  // History outlives the session (libedit's file writes a space as \040).
+  std::ifstream in(history);
+  std::stringstream saved;
+  saved << in.rdbuf();
+  EXPECT_NE(saved.str().find("drain\\040node\\040n1"), std::string::npos) << saved.str();
+  EXPECT_NE(saved.str().find("\nnodse\n"), std::string::npos) << saved.str();
+  // A new session starts with it: the up arrow brings back the last line of the one before.
+  testing::pty_process again({(std::filesystem::path{REKINDLE_BIN_DIR} / "rekindle").string(), "shell", "--config",
+                              c.config().string()},
+                             {{"REKINDLE_HISTORY", history.string()}, {"TERM", "xterm"}, {"HOME", "/nonexistent"}});
+  ASSERT_TRUE(again.wait_for("rekindle> ")) << again.screen();
+  again.type("\x1b[A\x1b[A\r");  // exit, then the drain before it
+  ASSERT_TRUE(again.wait_for("Go ahead? [y/N] ")) << again.screen();
+  again.type("n\rexit\r");
+  EXPECT_TRUE(again.wait_exit(30s).has_value()) << again.screen();
+  const auto s = c.status();
+  EXPECT_EQ(s["world"], 4) << "nothing was drained";
+  EXPECT_EQ(s["recoveries"].size(), 0u);
+  EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
 }
 
 }  // namespace

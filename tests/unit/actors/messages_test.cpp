@@ -84,6 +84,10 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(round_trip(kill_request{rank_id{1}, 19, "drill"}).signal, 19);
   EXPECT_EQ(round_trip(job_finished{"failed", "limit"}).reason, "limit");
   EXPECT_EQ(round_trip(fail_node{"drill"}).reason, "drill");
+  const auto d = round_trip(drill_request{rank_id{2}, "slow", 2.5});
+  EXPECT_EQ(d.rank, rank_id{2});
+  EXPECT_EQ(d.kind, "slow");
+  EXPECT_EQ(d.factor, 2.5);
   EXPECT_TRUE(round_trip(worker_hello{12, 1, true}).standby);
   EXPECT_EQ(round_trip(worker_activate{3}).local_index, 3u);
   EXPECT_EQ(round_trip(worker_heartbeat{3}).local_index, 3u);
@@ -100,7 +104,7 @@ TEST_F(system_fixture, every_message_type_round_trips) {
 
 TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
   const auto names = message_type_names();
-  EXPECT_EQ(names.size(), 33u);
+  EXPECT_EQ(names.size(), 34u);
   for (const auto& n : names)
     EXPECT_FALSE(n.empty());
   EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());

@@ -340,6 +340,50 @@ TEST(supervisor_policy, a_collective_error_without_a_culprit_restarts_everyone_a
   EXPECT_EQ(p.epoch(), epoch_t{2});
 }
 
+TEST(supervisor_policy, the_silent_rank_its_peers_wait_for_is_the_one_killed_as_hung) {
+  fake_clock clock;
+  auto config = two_nodes();
+  config.collective_timeout = 3s;  // margin: a quarter of the 5 s hang timeout
+  supervisor_policy p{config, clock};
+  (void)start_job(p, 2);
+  for (std::uint32_t r = 0; r < 4; ++r)
+    (void)p.on_progress(rank_id{r}, p.epoch(), step_t{1});
+  // Rank 2 stops; the others wait in the next collective, which times out after 3 s.
+  const auto tick = [&](std::chrono::nanoseconds d) {
+    clock.advance(d);
+    p.on_heartbeat(node_id{0});
+    p.on_heartbeat(node_id{1});
+    return all_of<kill_rank>(p.on_tick());
+  };
+  EXPECT_TRUE(tick(3s).empty());
+  for (std::uint32_t r : {0u, 1u, 3u})
+    (void)p.on_collective_error(rank_id{r}, p.epoch(), "collective #2 did not complete within 3000 ms");
+  // Within the margin nothing happens: a peer still in its step may not have timed out yet.
+  EXPECT_TRUE(tick(1s).empty());
+  const auto kills = tick(500ms);
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].rank, rank_id{2});
+  EXPECT_EQ(p.state(), job_state::running);  // its exit starts the recovery
+  EXPECT_TRUE(tick(1s).empty());              // and it is not killed twice
+}
+
+TEST(supervisor_policy, no_rank_counts_as_hung_before_its_peers_collectives_could_time_out) {
+  fake_clock clock;
+  auto config = two_nodes();
+  config.collective_timeout = 8s;  // longer than the 5 s hang timeout
+  supervisor_policy p{config, clock};
+  (void)start_job(p, 2);
+  const auto tick = [&](std::chrono::nanoseconds d) {
+    clock.advance(d);
+    p.on_heartbeat(node_id{0});
+    p.on_heartbeat(node_id{1});
+    return all_of<kill_rank>(p.on_tick());
+  };
+  EXPECT_TRUE(tick(6s).empty());
+  EXPECT_TRUE(tick(3s).empty());          // 9 s: still within 8 s + 1.25 s
+  EXPECT_EQ(tick(500ms).size(), 4u);      // nobody reported: every rank is stuck
+}
+
 // Rank r's buddy node: the other of two nodes.
 node_id buddy_of(node_id n) { return node_id{n.value() == 0 ? 1u : 0u}; }
 

@@ -1,0 +1,317 @@
+// rekindle replay FILE: a failure trace injected into the running job through the supervisor's
+// fault drills, event by event at its time (or step), then a report of what each cost.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/rekindle/admin_call.hpp"
+#include "config/embedded.hpp"
+#include "config/load.hpp"
+#include "trace/cluster.hpp"
+#include "trace/trace.hpp"
+
+namespace rekindle::apps {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using nlohmann::json;
+
+// The admin command that injects `e` live, or why it cannot be.
+expected<std::pair<std::string, std::vector<std::string>>> drill_of(const trace::fault_event& e) {
+  using trace::fault_kind;
+  const bool rank = e.target.kind == trace::fault_target::type::rank;
+  const auto r = std::to_string(e.target.rank);
+  switch (e.kind) {
+    case fault_kind::kill:
+      if (rank)
+        return std::pair{std::string{"kill"}, std::vector<std::string>{r, std::to_string(e.signal)}};
+      return std::pair{std::string{"fail-node"}, std::vector<std::string>{e.target.node}};
+    case fault_kind::crash:
+      // A process cannot be made to exit with a given code from outside: SIGABRT, as an abort.
+      if (rank)
+        return std::pair{std::string{"kill"}, std::vector<std::string>{r, "6"}};
+      break;
+    case fault_kind::hang:
+      if (rank)
+        return std::pair{std::string{"hang"}, std::vector<std::string>{r}};
+      break;
+    case fault_kind::slow: {
+      if (rank) {
+        char f[32];
+        std::snprintf(f, sizeof f, "%g", std::clamp(e.factor, 1.0, 100.0));
+        return std::pair{std::string{"slow"}, std::vector<std::string>{r, f}};
+      }
+      break;
+    }
+    case fault_kind::node_down:
+      if (!rank && e.target.kind == trace::fault_target::type::node)
+        return std::pair{std::string{"fail-node"}, std::vector<std::string>{e.target.node}};
+      break;
+    default: break;
+  }
+  return status{errc::invalid_argument, "'" + std::string{to_string(e.kind)} + "' on " + e.target.to_string() +
+                                         " cannot be injected into a live job (rekindle simulate models it)"};
+}
+
+std::string describe(const trace::fault_event& e) {
+  std::string s = std::string{to_string(e.kind)} + " " + e.target.to_string();
+  if (e.kind == trace::fault_kind::slow) {
+    char f[32];
+    std::snprintf(f, sizeof f, " x%g", e.factor);
+    s += f;
+  }
+  return s;
+}
+
+std::string when_of(const trace::fault_event& e) {
+  char buf[64];
+  if (e.at_step)
+    std::snprintf(buf, sizeof buf, "step %llu", static_cast<unsigned long long>(*e.at_step));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f s", e.at.value_or(0));
+  return buf;
+}
+
+std::optional<json> status_of(const connection_options& o, admin_session& session) {
+  const auto r = call(o, "status", {}, &session);
+  if (r.code != 0)
+    return std::nullopt;
+  auto j = json::parse(r.json, nullptr, false);
+  if (j.is_discarded())
+    return std::nullopt;
+  return j;
+}
+
+bool ended(const json& s) {
+  const auto st = s.value("state", "");
+  return st == "completed" || st == "failed" || st == "stopped";
+}
+
+// Every recovery done and the job training (or ended).
+bool settled(const json& s) {
+  if (ended(s))
+    return true;
+  for (const auto& r : s.value("recoveries", json::array()))
+    if (!r.value("done", false))
+      return false;
+  return s.value("state", "") == "running";
+}
+
+struct injected {
+  const trace::fault_event* event = nullptr;
+  double at_s = 0;             // since the replay began
+  std::size_t recoveries_before = 0;
+  std::string reply;
+};
+
+int replay(const connection_options& o, const std::string& file, double speed, double baseline_s, double settle_s,
+           bool yes) {
+  const auto loaded = o.config.empty() || o.config == "-"
+                          ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
+                          : config::load_file(o.config);
+  if (!loaded.ok()) {
+    std::cerr << "rekindle: " << loaded.error_text() << "\n";
+    return 2;
+  }
+  const auto cluster = trace::cluster_shape::from_spec(*loaded.value);
+  const auto parsed = trace::load_file(file, &cluster);
+  if (!parsed.ok()) {
+    std::cerr << parsed.error_text();
+    return 2;
+  }
+  const auto& events = parsed.value->events;
+  // Everything is checked before anything is injected.
+  std::string refused;
+  for (std::size_t i = 0; i < events.size(); ++i)
+    if (auto d = drill_of(events[i]); !d)
+      refused += file + ":" + std::to_string(events[i].line) + ": " + d.error().message() + "\n";
+  if (!refused.empty()) {
+    std::cerr << refused << "rekindle: nothing was injected\n";
+    return 2;
+  }
+  if (!yes) {
+    std::cerr << "rekindle: replay injects " << events.size() << " fault(s) into the running job; add --yes to confirm\n";
+    return 2;
+  }
+  admin_session session;
+  auto first = status_of(o, session);
+  if (!first)
+    return 1;
+  if (first->value("state", "") != "running") {
+    std::cerr << "rekindle: the job is " << first->value("state", "") << ", not training\n";
+    return 3;
+  }
+  // The failure-free step rate of this run, measured now, while watching the job as the replay
+  // does (each look costs the machine a little): what the wall time would have bought.
+  const auto poll = std::chrono::milliseconds{250};
+  const auto base_start = clock_type::now();
+  const auto base_step = first->value("step", std::uint64_t{0});
+  auto s = first;
+  while (clock_type::now() - base_start < std::chrono::duration<double>(baseline_s)) {
+    std::this_thread::sleep_for(poll);
+    s = status_of(o, session);
+    if (!s)
+      return 1;
+  }
+  const double base_rate = static_cast<double>(s->value("step", std::uint64_t{0}) - base_step) /
+                           std::chrono::duration<double>(clock_type::now() - base_start).count();
+  const auto start = clock_type::now();
+  const auto start_step = s->value("step", std::uint64_t{0});
+  const auto since = [&] { return std::chrono::duration<double>(clock_type::now() - start).count(); };
+  if (!o.json)
+    std::cout << "replaying " << events.size() << " event(s) from " << file << " at speed " << speed << "; baseline "
+              << std::lround(base_rate) << " steps/s\n";
+  std::vector<injected> done;
+  // Slow drills with a duration end by themselves: (time, rank).
+  std::vector<std::pair<double, std::uint32_t>> ends;
+  const auto end_slow_drills = [&](double until) {
+    for (auto it = ends.begin(); it != ends.end();) {
+      if (it->first <= until) {
+        (void)call(o, "slow", {std::to_string(it->second), "1"}, &session);
+        it = ends.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  for (const auto& e : events) {
+    // Wait for its time or its step, watching the job.
+    for (;;) {
+      end_slow_drills(since());
+      if (ended(*s)) {
+        std::cerr << "rekindle: the job ended (" << s->value("state", "") << ") before " << describe(e) << " at "
+                  << when_of(e) << "\n";
+        break;
+      }
+      if (e.at_step ? s->value("step", std::uint64_t{0}) >= *e.at_step : since() >= *e.at / speed)
+        break;
+      std::this_thread::sleep_for(poll);
+      if (auto next = status_of(o, session))
+        s = std::move(next);
+    }
+    if (ended(*s))
+      break;
+    const auto d = drill_of(e);
+    injected in{&e, since(), s->value("recoveries", json::array()).size(), ""};
+    const auto r = call(o, d->first, d->second, &session);
+    in.reply = r.code == 0 ? r.text : "not injected (exit " + std::to_string(r.code) + ")";
+    if (!o.json) {
+      char t[32];
+      std::snprintf(t, sizeof t, "[%7.1f s]", in.at_s);
+      std::cout << t << " line " << e.line << ": " << describe(e) << " → " << in.reply << std::endl;
+    }
+    if (e.kind == trace::fault_kind::slow && e.duration && r.code == 0)
+      ends.emplace_back(in.at_s + *e.duration / speed, e.target.rank);
+    done.push_back(std::move(in));
+    // Let the job notice before the next event: a failure during a recovery folds into it.
+    if (auto next = status_of(o, session))
+      s = std::move(next);
+  }
+  // Until the last failure injected has been found and every recovery is done (slow drills still
+  // running end here first).
+  std::size_t awaited = 0;
+  for (const auto& in : done)
+    if (in.event->kind != trace::fault_kind::slow && in.reply.find("not injected") == std::string::npos)
+      awaited = in.recoveries_before + 1;
+  const auto settle_until = since() + settle_s;
+  for (;;) {
+    if (auto next = status_of(o, session))
+      s = std::move(next);
+    if (!ends.empty())
+      end_slow_drills(ends.front().first);
+    const bool found = ended(*s) || s->value("recoveries", json::array()).size() >= awaited;
+    if ((found && settled(*s) && ends.empty()) || since() > settle_until)
+      break;
+    std::this_thread::sleep_for(poll);
+  }
+  const double wall = since();
+  const auto end_step = s->value("step", std::uint64_t{0});
+  const double ratio = base_rate > 0 && wall > 0 ? static_cast<double>(end_step - start_step) / (base_rate * wall) : 0;
+  // Each event's recovery: the first that began after it and before the next event.
+  const auto& recs = s->value("recoveries", json::array());
+  json out{{"file", file},
+           {"events", json::array()},
+           {"wall_s", wall},
+           {"baseline_steps_per_s", base_rate},
+           {"steps", end_step - start_step},
+           {"effective_ratio", ratio},
+           {"settled", settled(*s)}};
+  std::uint64_t lost = 0;
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    const auto& in = done[i];
+    json ej{{"line", in.event->line}, {"event", describe(*in.event)}, {"when", when_of(*in.event)},
+            {"injected_at_s", in.at_s}, {"reply", in.reply}};
+    const std::size_t until = i + 1 < done.size() ? done[i + 1].recoveries_before : recs.size();
+    if (in.recoveries_before < until && in.recoveries_before < recs.size()) {
+      ej["recovery"] = recs[in.recoveries_before];
+      lost += recs[in.recoveries_before].value("steps_lost", std::uint64_t{0});
+    }
+    out["events"].push_back(std::move(ej));
+  }
+  out["steps_lost"] = lost;
+  if (o.json) {
+    std::cout << out.dump(2) << "\n";
+    return settled(*s) ? 0 : 1;
+  }
+  std::cout << "\nline  event                     detect   respawn  rendezvous  restore  total      lost  restored-from\n";
+  for (const auto& ej : out["events"]) {
+    char row[256];
+    if (!ej.contains("recovery")) {
+      std::snprintf(row, sizeof row, "%-5u %-25s %s\n", ej["line"].get<unsigned>(), ej["event"].get<std::string>().c_str(),
+                    "no recovery (the job went on)");
+    } else {
+      const auto& r = ej["recovery"];
+      const auto ms = [&](const char* k) { return r.value(k, 0.0) * 1000.0; };
+      std::snprintf(row, sizeof row, "%-5u %-25s %6.0f ms %5.0f ms %8.0f ms %5.1f ms %7.0f ms %5llu  %s @%llu\n",
+                    ej["line"].get<unsigned>(), ej["event"].get<std::string>().c_str(), ms("detect_s"), ms("respawn_s"),
+                    ms("rendezvous_s"), ms("restore_s"), ms("total_s"),
+                    static_cast<unsigned long long>(r.value("steps_lost", 0ull)), r.value("source", "").c_str(),
+                    static_cast<unsigned long long>(r.value("restored_step", 0ull)));
+    }
+    std::cout << row;
+  }
+  char summary[256];
+  std::snprintf(summary, sizeof summary,
+                "\n%zu event(s) in %.1f s: %llu steps trained, %llu lost; effective training time %.1f%% of the wall "
+                "time (baseline %.0f steps/s)\n",
+                done.size(), wall, static_cast<unsigned long long>(end_step - start_step),
+                static_cast<unsigned long long>(lost), ratio * 100.0, base_rate);
+  std::cout << summary;
+  if (!settled(*s))
+    std::cout << "not settled: a recovery was still running after " << settle_s << " s\n";
+  return settled(*s) ? 0 : 1;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<connection_options>();
+  auto file = std::make_shared<std::string>();
+  auto speed = std::make_shared<double>(1.0);
+  auto baseline = std::make_shared<double>(3.0);
+  auto settle = std::make_shared<double>(120.0);
+  auto yes = std::make_shared<bool>(false);
+  auto* cmd = app.add_subcommand("replay", "Inject a failure trace into the running job, each event at its time or step, "
+                                           "then report each recovery and the effective training time");
+  add_connection_options(cmd, *o);
+  cmd->add_option("file", *file, "The trace (JSON Lines, docs/TRACES.md)")->required();
+  cmd->add_option("--speed", *speed, "Trace seconds per wall second (default 1)")->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--baseline", *baseline, "Seconds of failure-free training measured first (default 3)")
+      ->check(CLI::Range(0.5, 600.0));
+  cmd->add_option("--settle", *settle, "Seconds to wait for the last recovery to finish (default 120)")
+      ->check(CLI::Range(1.0, 86400.0));
+  cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
+  cmd->callback([o, file, speed, baseline, settle, yes, &exit_code] {
+    exit_code = replay(*o, *file, *speed, *baseline, *settle, *yes);
+  });
+}
+
+}  // namespace rekindle::apps

@@ -1,0 +1,83 @@
+// rekindle replay against a real cluster: a trace's faults injected through the supervisor's
+// drills, each recovery reported, and bad traces refused before anything is injected.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "tests/support/cluster.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string write(const testing::local_cluster& c, const std::string& name, const std::string& text) {
+  const auto path = c.config().parent_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(replay, a_trace_replays_live_with_a_report_and_bad_traces_inject_nothing) {
+  testing::local_cluster c{{.steps = 1000000, .persist_every = 0}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(20, 120s)) << c.log("n0");
+  const std::string header = "{\"rekindle_trace\": 1, \"source\": \"test\"}\n";
+
+  // A rank outside the cluster: the parser names the line.
+  auto bad = write(c, "outside.jsonl", header + "{\"at\": 1, \"kind\": \"kill\", \"rank\": 9}\n");
+  auto r = c.admin({"replay", bad, "--yes"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(":2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 9"), std::string::npos) << r.err;
+  // A fault only the simulator models, after one that could be injected: nothing is.
+  bad = write(c, "partition.jsonl",
+              header + "{\"at\": 1, \"kind\": \"kill\", \"rank\": 1}\n"
+                       "{\"at\": 2, \"kind\": \"partition\", \"link\": [\"n0\", \"n1\"], \"duration\": 5}\n");
+  r = c.admin({"replay", bad, "--yes"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("partition.jsonl:3: 'partition' on link n0-n1 cannot be injected into a live job"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("nothing was injected"), std::string::npos) << r.err;
+  r = c.admin({"replay", write(c, "ok.jsonl", header + "{\"at\": 1, \"kind\": \"kill\", \"rank\": 1}\n")});
+  EXPECT_EQ(r.exit_code, 2) << "replay needs --yes";
+  auto s = c.status();
+  EXPECT_EQ(s["recoveries"].size(), 0u) << "nothing was injected";
+  EXPECT_EQ(s["epoch"], 1);
+
+  // A kill, a slow spell that ends by itself, and a hang.
+  const auto good = write(c, "night.jsonl",
+                          header +
+                              "{\"at\": 1, \"kind\": \"kill\", \"rank\": 2}\n"
+                              "{\"at\": 4, \"kind\": \"slow\", \"rank\": 3, \"factor\": 3, \"duration\": 2}\n"
+                              "{\"at\": 8, \"kind\": \"hang\", \"rank\": 1}\n");
+  r = c.admin({"replay", good, "--yes", "--json", "--baseline", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err << c.log("n0");
+  const auto report = nlohmann::json::parse(r.out);
+  ASSERT_EQ(report["events"].size(), 3u) << report.dump(2);
+  EXPECT_TRUE(report["settled"].get<bool>());
+  const auto& kill = report["events"][0];
+  EXPECT_EQ(kill["line"], 2);
+  ASSERT_TRUE(kill.contains("recovery")) << kill.dump(2);
+  EXPECT_EQ(kill["recovery"]["rank"], 2);
+  EXPECT_TRUE(kill["recovery"]["done"].get<bool>());
+  EXPECT_FALSE(report["events"][1].contains("recovery")) << "a slow rank is not a failure: " << report.dump(2);
+  const auto& hang = report["events"][2];
+  ASSERT_TRUE(hang.contains("recovery")) << hang.dump(2);
+  EXPECT_EQ(hang["recovery"]["rank"], 1);
+  EXPECT_NE(hang["recovery"]["cause"].get<std::string>().find("hung"), std::string::npos) << hang.dump(2);
+  // The hang alone stalls the job for about 10 s of the replay's ~20: well below 1, above 0.
+  const double ratio = report["effective_ratio"].get<double>();
+  EXPECT_GT(ratio, 0.05) << report.dump(2);
+  EXPECT_LT(ratio, 0.95) << report.dump(2);
+  EXPECT_GT(report["steps"].get<std::uint64_t>(), 0u);
+  s = c.status();
+  EXPECT_EQ(s["recoveries"].size(), 2u) << s.dump(2);
+  for (const auto& rank : s["ranks"])
+    EXPECT_EQ(rank["restarts"], rank["rank"] == 1 || rank["rank"] == 2 ? 1 : 0) << s["ranks"].dump(2);
+  EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace rekindle
