@@ -187,6 +187,16 @@ caf::behavior agent_actor::make_behavior() {
           to_worker(*w, epoch_t{0}, caf::make_message(d));
         }
       },
+      [this](const envelope&, const partition_request& p) {
+        spdlog::warn("agent: partition drill: traffic with node {} dropped for {} ms", p.peer.value(), p.duration_ns / 1000000);
+        ctx_->transport->cut_off(p.peer, std::chrono::nanoseconds{p.duration_ns});
+        // The data plane crosses the cut too: this node's ranks stall their steps as long (their
+        // ring reaches the other node; its ranks wait on them in turn).
+        for (auto& [i, w] : workers_)
+          if (w.rank && !w.retiring)
+            to_worker(w, epoch_t{0},
+                      caf::make_message(drill_request{*w.rank, "stall", static_cast<double>(p.duration_ns) / 1e9}));
+      },
       [this](const envelope&, const fail_node& f) {
         spdlog::warn("agent: node fault drill ({}): this daemon dies now", f.reason);
         ::kill(getpid(), SIGKILL);

@@ -69,6 +69,11 @@ expected<transport::peer_info> bridge::connect_blocking(const std::string& host,
   return messenger_->connect_blocking(host, port, timeout);
 }
 
+void bridge::cut_off(node_id node, std::chrono::nanoseconds duration) {
+  if (messenger_)
+    messenger_->cut_off(node.value(), duration);
+}
+
 void bridge::close(transport::peer_id peer) { messenger_->close(peer); }
 
 void bridge::send(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,

@@ -95,6 +95,8 @@ class bridge {
   expected<transport::peer_info> connect_blocking(const std::string& host, std::uint16_t port,
                                                   std::chrono::nanoseconds timeout);
   void close(transport::peer_id peer);
+  /// Partition drill: traffic with the processes of `node` is dropped for `duration`.
+  void cut_off(node_id node, std::chrono::nanoseconds duration);
 
   /// Frames stamped with an older epoch are dropped from now on. Only ever moves forward.
   void set_epoch(epoch_t e) noexcept;

@@ -11,7 +11,7 @@ using all_types = type_list<node_hello, node_heartbeat, rank_assignment, assign_
                             restore_source, start_training, rank_exited, rank_trouble, progress_report, progress_batch,
                             rank_restored, snapshot_held, snapshot_dropped, snapshot_committed, restore_failed, kill_request, fail_node, job_finished, worker_hello, worker_activate, worker_heartbeat,
                             worker_assignment, snapshot_taken, replica_header, state_request, state_reply, persist_request,
-                            shard_persisted, admin_request, admin_reply, drill_request, child_exited>;
+                            shard_persisted, admin_request, admin_reply, drill_request, partition_request, child_exited>;
 
 // Reads the name an inspect function declares, ignoring the fields.
 struct name_reader {

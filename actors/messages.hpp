@@ -210,11 +210,19 @@ struct kill_request {
 
 /// Fault drill on one rank's process, which stays alive: "hang" stops its training before its next
 /// step (its peers wait in their collectives, as behind a stuck kernel); "slow" makes each of its
-/// steps take `factor` times as long (1 ends the drill).
+/// steps take `factor` times as long (1 ends the drill); "stall" starts no step for `factor`
+/// seconds (a partition across the rank's ring).
 struct drill_request {
   rank_id rank;
   std::string kind;
   double factor = 1.0;
+};
+
+/// Fault drill: the node's daemon drops its traffic with node `peer` for `duration_ns`, as if the
+/// network between them were cut (the supervisor sends it to both ends).
+struct partition_request {
+  node_id peer;
+  std::int64_t duration_ns = 0;
 };
 
 /// Fault drill: the node's daemon dies at once (SIGKILL to itself), as a lost node does.
@@ -360,6 +368,7 @@ RK_INSPECT(snapshot_committed, x.epoch, x.step)
 RK_INSPECT(restore_failed, x.epoch, x.rank, x.node, x.step, x.old_rank, x.holder, x.kind, x.detail)
 RK_INSPECT(kill_request, x.rank, x.signal, x.reason)
 RK_INSPECT(drill_request, x.rank, x.kind, x.factor)
+RK_INSPECT(partition_request, x.peer, x.duration_ns)
 RK_INSPECT(fail_node, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
 RK_INSPECT(worker_hello, x.pid, x.local_index, x.standby)

@@ -624,7 +624,8 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     }
     const auto rank = std::to_string(slot->rank.value());
     injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
-    event("fault_injected", "kill rank " + rank + " with signal " + std::to_string(sig), slot->rank, slot->node);
+    event("fault_injected", "kill rank " + rank + " with signal " + std::to_string(sig), slot->rank, slot->node,
+          {{"fault", "kill"}, {"signal", std::to_string(sig)}});
     to_agent(slot->node, policy_.epoch(), caf::make_message(kill_request{slot->rank, sig, "operator"}));
     return {0, 0, "rank " + rank + " sent signal " + std::to_string(sig), ""};
   }
@@ -652,7 +653,9 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
                                        : "slow rank " + rank + " by " + r.args[1] + "x";
     if (hang)
       injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
-    event("fault_injected", what, slot->rank, slot->node);
+    event("fault_injected", what, slot->rank, slot->node,
+          hang ? std::vector<std::pair<std::string, std::string>>{{"fault", "hang"}}
+               : std::vector<std::pair<std::string, std::string>>{{"fault", "slow"}, {"factor", r.args[1]}});
     to_agent(slot->node, policy_.epoch(), caf::make_message(drill_request{slot->rank, r.command, factor}));
     return {0, 0,
             hang ? "rank " + rank + " hangs before its next step; its peers wait in their collectives until it is found"
@@ -682,9 +685,44 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     if (!agents_.contains(*n))
       return {0, 2, "node " + r.args[0] + " is not up", ""};
     injected_nodes_[n->value()] = now_ns(*ctx_->time);
-    event("fault_injected", "fail node " + r.args[0], {}, *n);
+    event("fault_injected", "fail node " + r.args[0], {}, *n, {{"fault", "node_down"}});
     to_agent(*n, epoch_t{0}, caf::make_message(fail_node{"operator drill"}));
     return {0, 0, "node " + r.args[0] + " fails now", ""};
+  }
+  if (r.command == "partition") {
+    if (!admin_role)
+      return refuse();
+    if (r.args.size() != 3)
+      return {0, 2, "usage: partition NODE1 NODE2 [--for DURATION]", ""};
+    const auto a = node_named(r.args[0]);
+    if (!a)
+      return {0, 2, a.error().message(), ""};
+    const auto b = node_named(r.args[1]);
+    if (!b)
+      return {0, 2, b.error().message(), ""};
+    if (*a == *b)
+      return {0, 2, "partition: a node cannot be cut off from itself ('" + r.args[0] + "' twice)", ""};
+    const auto d = parse_duration(r.args[2]);
+    if (!d || *d < std::chrono::milliseconds{100} || *d > std::chrono::hours{1})
+      return {0, 2, "partition: --for takes a duration from 100ms to 1h, not '" + r.args[2] + "'", ""};
+    for (const auto n : {*a, *b})
+      if (!agents_.contains(n))
+        return {0, 3, "node " + ctx_->spec.nodes[n.value()].name + " is not up", ""};
+    // Cut off from the supervisor's node, the other node is lost to the job: timed from now.
+    if (*a == ctx_->node || *b == ctx_->node)
+      injected_nodes_[(*a == ctx_->node ? *b : *a).value()] = now_ns(*ctx_->time);
+    const auto what = "partition " + r.args[0] + " " + r.args[1] + " for " + format_duration(*d);
+    event("fault_injected", what, {}, *a == ctx_->node ? *b : *a,
+          {{"fault", "partition"},
+           {"link", r.args[0] + "," + r.args[1]},
+           {"duration_s", std::to_string(std::chrono::duration<double>(*d).count())}});
+    // The far end first: once the near end cuts, nothing reaches the far one.
+    to_agent(*b, epoch_t{0}, caf::make_message(partition_request{*a, d->count()}));
+    to_agent(*a, epoch_t{0}, caf::make_message(partition_request{*b, d->count()}));
+    return {0, 0,
+            "traffic between " + r.args[0] + " and " + r.args[1] + " is dropped for " + format_duration(*d) +
+                " (control plane: heartbeats, replication, state transfers)",
+            ""};
   }
   if (r.command == "events") {
     // args: [after SEQ] — events after that position, oldest first, at most 1000.
@@ -703,6 +741,10 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     for (const auto& e : *events) {
       json ej{{"seq", e.seq},
               {"time", utc_text(e.wall)},
+              {"unix_s", static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 e.wall.time_since_epoch())
+                                                 .count()) /
+                             1000.0},
               {"kind", e.kind},
               {"epoch", e.epoch.value()}};
       if (e.rank)

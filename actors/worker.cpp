@@ -81,6 +81,15 @@ class worker_actor : public caf::event_based_actor {
             rt_->hang_ = true;
           else if (d.kind == "slow")
             rt_->slow_factor_ = d.factor;
+          else if (d.kind == "stall") {
+            {
+              std::lock_guard lock{rt_->mutex_};
+              rt_->stall_epoch_ = rt_->assignment_ ? rt_->assignment_->epoch.value() : 0;
+            }
+            rt_->stall_until_ns_ = (clock_type::now() + std::chrono::nanoseconds{static_cast<std::int64_t>(d.factor * 1e9)})
+                                       .time_since_epoch()
+                                       .count();
+          }
         },
         [this](const envelope&, const job_finished& j) {
           rt_->abort_current(epoch_t{~std::uint64_t{0}});
@@ -327,6 +336,12 @@ void worker_runtime::train(const start_training& start) {
         std::this_thread::sleep_for(std::chrono::milliseconds{20});
       return;
     }
+    // A partition across this rank: its collectives cannot complete until it heals.
+    while (a.epoch.value() == stall_epoch_ && clock_type::now().time_since_epoch().count() < stall_until_ns_ &&
+           !interrupted())
+      std::this_thread::sleep_for(std::chrono::milliseconds{10});
+    if (interrupted())
+      return;
     const auto step_start = previous_end.value_or(clock_type::now());
     const auto compute_start = clock_type::now();
     auto r = task->step();

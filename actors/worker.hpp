@@ -58,7 +58,8 @@ struct worker_context {
 ///   4. job_finished ends the process.
 ///   Fault drills (drill_request) change how the training thread steps: a hung rank stops before
 ///   its next step and waits until it is killed or its epoch ends; a slowed one sleeps after each
-///   step for (factor - 1) times the step's own time.
+///   step for (factor - 1) times the step's own time; a stalled one (a partition across it) starts
+///   no step until the stall ends.
 ///
 /// Thread-safety: the actor and the training thread share only the command queue and the
 /// current communicator, both under a mutex.
@@ -117,6 +118,11 @@ class worker_runtime {
   /// Fault drills (drill_request), set by the actor, read by the training thread before each step.
   std::atomic<bool> hang_{false};
   std::atomic<double> slow_factor_{1.0};
+  /// A partition drill stalls the rank's collectives with ranks across the cut: until this
+  /// steady-clock time (ns since its epoch) no step starts.
+  std::atomic<std::int64_t> stall_until_ns_{0};
+  /// The epoch the stall was ordered in: a new epoch (the world without the far side) trains at once.
+  std::atomic<std::uint64_t> stall_epoch_{0};
 };
 
 }  // namespace rekindle::actors

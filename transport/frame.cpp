@@ -71,6 +71,7 @@ std::string_view to_string(drop_reason r) noexcept {
     case drop_reason::bad_checksum: return "bad_checksum";
     case drop_reason::unauthenticated: return "unauthenticated";
     case drop_reason::stale_epoch: return "stale_epoch";
+    case drop_reason::partitioned: return "partitioned";
   }
   return "unknown";
 }

@@ -83,8 +83,10 @@ enum class drop_reason : std::uint8_t {
   unauthenticated,
   /// The frame's epoch is older than the receiver's.
   stale_epoch,
+  /// The sender's node is cut off from this process (a partition drill).
+  partitioned,
 };
-inline constexpr std::size_t drop_reason_count = 10;
+inline constexpr std::size_t drop_reason_count = 11;
 std::string_view to_string(drop_reason r) noexcept;
 
 /// Serialises `h` for `payload`, setting h.payload_length and h.checksum.

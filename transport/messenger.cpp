@@ -12,6 +12,7 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -271,6 +272,12 @@ class messenger::impl {
       drop_peer(it->second, std::move(why));
   }
 
+  void do_cut_off(std::uint32_t node, clock_type::time_point until) {
+    spdlog::warn("partition: traffic with node {} dropped for {} ms", node,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count());
+    cut_until_[node] = until;
+  }
+
  private:
   enum class peer_state {
     awaiting_hello,      // server: connection accepted
@@ -339,6 +346,19 @@ class messenger::impl {
   }
 
   void defer(std::function<void()> f) { deferred_.push_back(std::move(f)); }
+
+  // Partition drills: node → until when its traffic is dropped. Loop thread only.
+  std::map<std::uint32_t, clock_type::time_point> cut_until_;
+  bool is_cut(std::uint32_t node) {
+    const auto it = cut_until_.find(node);
+    if (it == cut_until_.end())
+      return false;
+    if (clock_type::now() < it->second)
+      return true;
+    spdlog::warn("partition from node {} ends", node);
+    cut_until_.erase(it);
+    return false;
+  }
 
   // The loop: posted tasks, UCX progress, deferred callbacks, timers; poll while busy, else block.
   void run() {
@@ -493,6 +513,13 @@ class messenger::impl {
   }
 
   void send_frame(peer& p, frame_header h, shared_bytes payload, std::function<void(status)> done) {
+    if (p.state == peer_state::up && is_cut(p.info.node)) {
+      if (done)
+        defer([done = std::move(done), node = p.info.node] {
+          done(status{errc::unavailable, "node " + std::to_string(node) + " is cut off (partition drill)"});
+        });
+      return;
+    }
     auto op = std::make_unique<send_op>();
     op->self = this;
     op->header = encode_header(h, payload.span());
@@ -595,6 +622,10 @@ class messenger::impl {
     }
     if (p->state != peer_state::up && !is_handshake(h.type)) {
       reject(*p, drop_reason::unauthenticated, "frame type " + std::to_string(h.type) + " before the handshake");
+      return UCS_OK;
+    }
+    if (is_cut(h.src_node)) {
+      count_drop(drop_reason::partitioned);
       return UCS_OK;
     }
     p->last_recv = clock_type::now();
@@ -837,6 +868,11 @@ void messenger::send(peer_id to, frame f, std::function<void(status)> done) {
 
 void messenger::close(peer_id peer) {
   impl_->post([this, peer] { impl_->do_close(peer, status{errc::aborted, "closed by this side"}); });
+}
+
+void messenger::cut_off(std::uint32_t node, std::chrono::nanoseconds duration) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  impl_->post([p = impl_.get(), node, until] { p->do_cut_off(node, until); });
 }
 
 void messenger::post(std::function<void()> task) { impl_->post(std::move(task)); }

@@ -125,6 +125,11 @@ class messenger {
   /// Runs `task` on the loop thread.
   void post(std::function<void()> task);
 
+  /// A partition (fault drill): for `duration`, frames to and from processes of `node` are
+  /// dropped, keep-alives included, so the connections to them time out as over a cut network
+  /// and new ones cannot authenticate; then traffic flows again.
+  void cut_off(std::uint32_t node, std::chrono::nanoseconds duration);
+
   /// Counts a frame dropped by a layer above (e.g. drop_reason::stale_epoch).
   void count_drop(drop_reason r) noexcept;
 

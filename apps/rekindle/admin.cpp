@@ -17,6 +17,7 @@
 #include "common/logging.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
+#include "trace/event_log.hpp"
 
 namespace rekindle::apps {
 
@@ -292,6 +293,55 @@ int show_loss(const connection_options& o, int width, int height) {
   return 0;
 }
 
+// events --export-trace FILE: what happened to the job, as a trace the simulator and replay read.
+int export_trace(const connection_options& o, const std::string& file) {
+  admin_session session;
+  const auto st = call(o, "status", {}, &session);
+  if (st.code != 0)
+    return st.code;
+  const auto job_status = nlohmann::json::parse(st.json);
+  std::vector<trace::logged_event> log;
+  for (std::uint64_t since = 0;;) {
+    const auto r = call(o, "events", {std::to_string(since)}, &session);
+    if (r.code != 0)
+      return r.code;
+    const auto page = nlohmann::json::parse(r.json);
+    for (const auto& e : page) {
+      trace::logged_event le;
+      le.unix_s = e.value("unix_s", 0.0);
+      le.kind = e.value("kind", "");
+      if (e.contains("rank"))
+        le.rank = e["rank"].get<std::uint32_t>();
+      if (e.contains("node"))
+        le.node = e["node"].get<std::string>();
+      const auto fields = e.value("fields", nlohmann::json::object());
+      for (const auto& [k, v] : fields.items())
+        if (v.is_string())
+          le.fields[k] = v.get<std::string>();
+      since = std::max<std::uint64_t>(since, e.value("seq", 0));
+      log.push_back(std::move(le));
+    }
+    if (page.size() < 1000)
+      break;
+  }
+  trace::trace_header h;
+  h.source = "rekindle event log of job " + job_status.value("job", std::string{});
+  h.description = "exported by rekindle events --export-trace";
+  h.nodes = static_cast<std::uint32_t>(job_status.value("nodes", nlohmann::json::array()).size());
+  h.world = job_status.value("world", 0u);
+  const auto t = trace::trace_from_event_log(log, h);
+  if (!t) {
+    std::cerr << "rekindle: " << t.error().message() << "\n";
+    return 3;
+  }
+  if (auto w = trace::write_file(*t, file); !w.ok()) {
+    std::cerr << "rekindle: " << w.message() << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << t->events.size() << " fault event(s) from " << log.size() << " log entries to " << file << "\n";
+  return 0;
+}
+
 // `NAME node NODE --yes`: a command on one node, confirmed.
 void add_node_command(CLI::App& app, const char* name, const char* help, const char* command, const char* why_confirm,
                       int& exit_code) {
@@ -384,7 +434,12 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     add_connection_options(cmd, *o);
     cmd->add_option("--since", *since, "Only events after this sequence number");
     cmd->add_flag("--follow", *follow, "Keep printing new events as they come (until interrupted)");
-    cmd->callback([o, since, follow, &exit_code] { exit_code = show_events(*o, *since, *follow); });
+    auto export_file = std::make_shared<std::string>();
+    cmd->add_option("--export-trace", *export_file,
+                    "Write what happened to the job as a failure trace (docs/TRACES.md) to this file instead");
+    cmd->callback([o, since, follow, export_file, &exit_code] {
+      exit_code = export_file->empty() ? show_events(*o, *since, *follow) : export_trace(*o, *export_file);
+    });
   }
   {
     auto o = std::make_shared<connection_options>();
@@ -462,6 +517,28 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
   }
   add_node_command(app, "fail", "Fault drill: a node's daemon dies at once, as a lost node does", "fail-node",
                    "fail node is destructive", exit_code);
+  {
+    auto o = std::make_shared<connection_options>();
+    auto a = std::make_shared<std::string>();
+    auto b = std::make_shared<std::string>();
+    auto duration = std::make_shared<std::string>("10s");
+    auto yes = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("partition", "Fault drill: drop the traffic between two nodes' daemons for a while "
+                                                "(heartbeats, replication, state transfers), as a cut network does");
+    add_connection_options(cmd, *o);
+    cmd->add_option("node1", *a, "One end")->required();
+    cmd->add_option("node2", *b, "The other end")->required();
+    cmd->add_option("--for", *duration, "How long, e.g. 5s, 500ms, 2m (default 10s)");
+    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
+    cmd->callback([o, a, b, duration, yes, &exit_code] {
+      if (!*yes) {
+        std::cerr << "rekindle: a partition can take a node out of the job; add --yes to confirm\n";
+        exit_code = 2;
+        return;
+      }
+      exit_code = run(*o, "partition", {*a, *b, *duration});
+    });
+  }
   for (const char* name : {"pause", "resume"}) {
     auto o = std::make_shared<connection_options>();
     auto* cmd = app.add_subcommand(name, std::string{name} == "pause"

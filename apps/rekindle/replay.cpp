@@ -24,8 +24,8 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using nlohmann::json;
 
-// The admin command that injects `e` live, or why it cannot be.
-expected<std::pair<std::string, std::vector<std::string>>> drill_of(const trace::fault_event& e) {
+// The admin command that injects `e` live (at `speed`), or why it cannot be.
+expected<std::pair<std::string, std::vector<std::string>>> drill_of(const trace::fault_event& e, double speed) {
   using trace::fault_kind;
   const bool rank = e.target.kind == trace::fault_target::type::rank;
   const auto r = std::to_string(e.target.rank);
@@ -54,6 +54,15 @@ expected<std::pair<std::string, std::vector<std::string>>> drill_of(const trace:
     case fault_kind::node_down:
       if (!rank && e.target.kind == trace::fault_target::type::node)
         return std::pair{std::string{"fail-node"}, std::vector<std::string>{e.target.node}};
+      break;
+    case fault_kind::partition:
+      if (e.target.kind == trace::fault_target::type::link) {
+        // Without a duration it lasts 10 s of the trace, at most an hour of wall time.
+        const double seconds = std::clamp(e.duration.value_or(10.0) / speed, 0.1, 3600.0);
+        return std::pair{std::string{"partition"},
+                         std::vector<std::string>{e.target.node, e.target.peer,
+                                                  std::to_string(std::llround(seconds * 1000.0)) + "ms"}};
+      }
       break;
     default: break;
   }
@@ -131,7 +140,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   // Everything is checked before anything is injected.
   std::string refused;
   for (std::size_t i = 0; i < events.size(); ++i)
-    if (auto d = drill_of(events[i]); !d)
+    if (auto d = drill_of(events[i], speed); !d)
       refused += file + ":" + std::to_string(events[i].line) + ": " + d.error().message() + "\n";
   if (!refused.empty()) {
     std::cerr << refused << "rekindle: nothing was injected\n";
@@ -199,7 +208,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     }
     if (ended(*s))
       break;
-    const auto d = drill_of(e);
+    const auto d = drill_of(e, speed);
     injected in{&e, since(), s->value("recoveries", json::array()).size(), ""};
     const auto r = call(o, d->first, d->second, &session);
     in.reply = r.code == 0 ? r.text : "not injected (exit " + std::to_string(r.code) + ")";

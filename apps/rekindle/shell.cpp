@@ -29,6 +29,7 @@ const std::map<std::string, std::string, std::less<>>& destructive() {
       {"hang", "stall the whole job until the rank is replaced"},
       {"slow", "hold back every rank of the job"},
       {"fail", "kill the node's daemon and every rank on it"},
+      {"partition", "cut the two nodes off from each other"},
       {"drain", "move every rank off the node"},
       {"scale", "restart every rank in a world of a new size"},
       {"stop", "end the job"},
@@ -134,7 +135,7 @@ std::vector<std::string> candidates_for(const std::vector<std::string>& before, 
     refresh_names();
     return completion().ranks;
   }
-  if (last == "node" && before.size() == 2) {
+  if ((last == "node" && before.size() == 2) || (before[0] == "partition" && before.size() == 2)) {
     refresh_names();
     return completion().nodes;
   }
@@ -144,6 +145,10 @@ std::vector<std::string> candidates_for(const std::vector<std::string>& before, 
       return {"rank"};
     if (c == "fail" || c == "drain")
       return {"node"};
+    if (c == "partition") {
+      refresh_names();
+      return completion().nodes;
+    }
     for (auto* sub : cmd->get_subcommands([](const CLI::App*) { return true; }))
       out.push_back(sub->get_name());
   }

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "tests/support/cluster.hpp"
@@ -31,13 +32,12 @@ TEST(replay, a_trace_replays_live_with_a_report_and_bad_traces_inject_nothing) {
   EXPECT_NE(r.err.find(":2"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("rank 9"), std::string::npos) << r.err;
   // A fault only the simulator models, after one that could be injected: nothing is.
-  bad = write(c, "partition.jsonl",
+  bad = write(c, "disk.jsonl",
               header + "{\"at\": 1, \"kind\": \"kill\", \"rank\": 1}\n"
-                       "{\"at\": 2, \"kind\": \"partition\", \"link\": [\"n0\", \"n1\"], \"duration\": 5}\n");
+                       "{\"at\": 2, \"kind\": \"disk_full\", \"node\": \"n1\", \"duration\": 5}\n");
   r = c.admin({"replay", bad, "--yes"});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-  EXPECT_NE(r.err.find("partition.jsonl:3: 'partition' on link n0-n1 cannot be injected into a live job"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("disk.jsonl:3: 'disk_full' on node n1 cannot be injected into a live job"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("nothing was injected"), std::string::npos) << r.err;
   r = c.admin({"replay", write(c, "ok.jsonl", header + "{\"at\": 1, \"kind\": \"kill\", \"rank\": 1}\n")});
@@ -76,6 +76,30 @@ TEST(replay, a_trace_replays_live_with_a_report_and_bad_traces_inject_nothing) {
   EXPECT_EQ(s["recoveries"].size(), 2u) << s.dump(2);
   for (const auto& rank : s["ranks"])
     EXPECT_EQ(rank["restarts"], rank["rank"] == 1 || rank["rank"] == 2 ? 1 : 0) << s["ranks"].dump(2);
+
+  // The event log exports as a trace of what happened: the same three faults, once each.
+  const auto exported = (c.config().parent_path() / "exported.jsonl").string();
+  r = c.admin({"events", "--export-trace", exported});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote 3 fault event(s)"), std::string::npos) << r.out;
+  std::ifstream in(exported);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0]["rekindle_trace"], 1);
+  EXPECT_EQ(lines[1]["kind"], "kill");
+  EXPECT_EQ(lines[1]["rank"], 2);
+  EXPECT_EQ(lines[2]["kind"], "slow");
+  EXPECT_EQ(lines[2]["rank"], 3);
+  EXPECT_EQ(lines[2]["factor"], 3);
+  EXPECT_NEAR(lines[2]["duration"].get<double>(), 2.0, 1.0) << "ended by the replay after 2 s";
+  EXPECT_EQ(lines[3]["kind"], "hang");
+  EXPECT_EQ(lines[3]["rank"], 1);
+  // About as far apart as in the trace that was replayed (1 s, 4 s, 8 s).
+  EXPECT_NEAR(lines[3]["at"].get<double>() - lines[1]["at"].get<double>(), 7.0, 1.5) << lines[3].dump();
+  r = testing::run_process({(std::filesystem::path{REKINDLE_BIN_DIR} / "rekindle").string(), "trace", "check", exported});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
 }
 

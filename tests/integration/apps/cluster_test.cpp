@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -212,6 +214,7 @@ TEST(cluster, slow_drill_loss_chart_and_read_only_tokens) {
   const std::vector<std::vector<std::string>> changes{
       {"kill", "rank", "1", "--yes"}, {"hang", "rank", "1", "--yes"},  {"slow", "rank", "1", "2", "--yes"},
       {"fail", "node", "n1", "--yes"}, {"drain", "node", "n1", "--yes"}, {"scale", "2", "--yes"},
+      {"partition", "n0", "n1", "--yes"},
       {"pause"},                       {"resume"},                       {"checkpoint", "now"},
       {"stop", "--yes"}};
   for (auto args : changes) {
@@ -280,6 +283,89 @@ TEST(cluster, slow_drill_loss_chart_and_read_only_tokens) {
   EXPECT_EQ(r.exit_code, 2) << "a plot narrower than 10 columns";
   r = c.admin({"stop", "--yes"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(cluster, a_partition_loses_the_cut_off_node_to_the_spare_and_the_node_comes_back) {
+  testing::local_cluster c{{.spare = true, .steps = 1000000, .persist_every = 0}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  auto r = c.admin({"partition", "n0", "n0", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("cannot be cut off from itself"), std::string::npos) << r.err;
+  r = c.admin({"partition", "n0", "n9", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no node 'n9'"), std::string::npos) << r.err;
+  r = c.admin({"partition", "n0", "n1", "--for", "5h", "--yes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("from 100ms to 1h, not '5h'"), std::string::npos) << r.err;
+  r = c.admin({"partition", "n0", "n1"});
+  EXPECT_EQ(r.exit_code, 2) << "partition needs --yes";
+  EXPECT_EQ(c.status()["recoveries"].size(), 0u) << "bad input changes nothing";
+
+  // Cut n1 off from the supervisor's node for 4 s: n1 is lost (its heartbeats stop, node timeout
+  // 3 s), its ranks move to the spare with their states from n0's memory, and once the network
+  // heals n1 joins again as a free node.
+  r = c.admin({"partition", "n0", "n1", "--for", "4s", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("dropped for 4.00 s"), std::string::npos) << r.out;
+  ASSERT_TRUE(c.wait_for(
+      [](const nlohmann::json& s) {
+        const auto& recs = s["recoveries"];
+        return !recs.empty() && recs[0].value("done", false);
+      },
+      120s))
+      << c.status().dump(2) << c.log("n0");
+  auto s = c.status();
+  const auto& rec = s["recoveries"][0];
+  EXPECT_NE(rec["cause"].get<std::string>().find("node n1 lost"), std::string::npos) << rec.dump();
+  EXPECT_NE(rec["source"].get<std::string>().find("buddy memory"), std::string::npos) << rec.dump() << c.log("n0");
+  EXPECT_LE(rec["steps_lost"].get<std::uint64_t>(), 20u) << "the ranks stalled at the cut: " << rec.dump();
+  EXPECT_EQ(s["world"], 4);
+  for (const auto& rank : s["ranks"])
+    if (rank["rank"] == 2 || rank["rank"] == 3) {
+      EXPECT_EQ(rank["node"], "s0") << s["ranks"].dump(2);
+    }
+  EXPECT_TRUE(c.wait_for(
+      [](const nlohmann::json& st) {
+        for (const auto& n : st["nodes"])
+          if (n["name"] == "n1")
+            return n.value("up", false);
+        return false;
+      },
+      60s))
+      << "n1 comes back once the partition heals\n" << c.status().dump(2) << c.log("n1");
+  ASSERT_TRUE(c.wait_step(c.status()["step"].get<std::uint64_t>() + 20, 60s)) << "training goes on\n" << c.log("n0");
+  r = c.admin({"events"});
+  EXPECT_NE(r.out.find("partition n0 n1 for 4.00 s"), std::string::npos) << r.out;
+
+  // Fail the node that took n1's ranks: no spare is left (a node that comes back is not one), so
+  // the world shrinks; scaling up again places ranks on the node that came back.
+  r = c.admin({"fail", "node", "s0"});
+  EXPECT_EQ(r.exit_code, 2) << "fail needs --yes";
+  r = c.admin({"fail", "node", "s0", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto st = c.wait_node("s0", 60s);
+  ASSERT_TRUE(st.has_value()) << "s0's daemon did not die";
+  EXPECT_EQ(*st, 128 + SIGKILL);
+  ASSERT_TRUE(c.wait_for(
+      [](const nlohmann::json& x) {
+        const auto& recs = x["recoveries"];
+        return recs.size() == 2 && recs[1].value("done", false);
+      },
+      120s))
+      << c.status().dump(2) << c.log("n0");
+  EXPECT_EQ(c.status()["world"], 2);
+  r = c.admin({"scale", "4", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(c.wait_for([](const nlohmann::json& x) { return x.value("world", 0) == 4 && x.value("state", "") == "running"; },
+                         60s))
+      << c.status().dump(2);
+  s = c.status();
+  for (const auto& rank : s["ranks"])
+    if (rank["rank"] == 2 || rank["rank"] == 3) {
+      EXPECT_EQ(rank["node"], "n1") << s["ranks"].dump(2);
+    }
+  EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
 }
 
 TEST(cluster, an_unreachable_supervisor_is_retried_with_a_countdown_then_reported) {

@@ -4,6 +4,7 @@
 #include <future>
 #include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "transport/messenger.hpp"
 
@@ -220,6 +221,43 @@ TEST(messenger, closing_a_peer_is_seen_by_both_sides) {
   ASSERT_TRUE(cli.wait([&] { return cli.down.size() == 1; }));
   ASSERT_TRUE(srv.wait([&] { return srv.down.size() == 1; }));
   EXPECT_EQ((*server)->stats().peers_lost, 1u);
+}
+
+TEST(messenger, a_partition_drops_traffic_both_ways_until_it_heals) {
+  recorder srv, cli;
+  auto server = messenger::start(server_options(), srv.handlers());
+  ASSERT_TRUE(server);
+  auto client = messenger::start(client_options(), cli.handlers());
+  ASSERT_TRUE(client);
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(srv.wait([&] { return srv.up.size() == 1; }));
+  // Only the server cuts (the client's node, 2): nothing passes either way, so both sides lose
+  // the connection by their keep-alive timeouts.
+  (*server)->cut_off(2, 3s);
+  std::promise<status> sent;
+  (*server)->send(srv.up[0].id, make_frame(7, {}), [&](status s) { sent.set_value(s); });
+  (*client)->send(peer->id, make_frame(8, {}));
+  ASSERT_TRUE(srv.wait([&] { return srv.down.size() == 1; }));
+  ASSERT_TRUE(cli.wait([&] { return cli.down.size() == 1; }));
+  {
+    auto f = sent.get_future();
+    ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+    const auto s = f.get();
+    EXPECT_EQ(s.code(), errc::unavailable) << s.message();
+  }
+  EXPECT_TRUE(srv.frames.empty());
+  EXPECT_TRUE(cli.frames.empty());
+  EXPECT_GT((*server)->stats().dropped_of(drop_reason::partitioned), 0u);
+  // While it lasts a new connection cannot authenticate; once it heals, one can.
+  auto during = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 1s);
+  EXPECT_FALSE(during) << "connected through a partition";
+  std::this_thread::sleep_for(3s);
+  auto after = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(after) << after.error();
+  (*client)->send(after->id, make_frame(9, {}));
+  ASSERT_TRUE(srv.wait([&] { return srv.frames.size() == 1; }));
+  EXPECT_EQ(srv.frames[0].header.type, 9);
 }
 
 }  // namespace

@@ -88,6 +88,9 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(d.rank, rank_id{2});
   EXPECT_EQ(d.kind, "slow");
   EXPECT_EQ(d.factor, 2.5);
+  const auto cut = round_trip(partition_request{node_id{3}, 5000000000});
+  EXPECT_EQ(cut.peer, node_id{3});
+  EXPECT_EQ(cut.duration_ns, 5000000000);
   EXPECT_TRUE(round_trip(worker_hello{12, 1, true}).standby);
   EXPECT_EQ(round_trip(worker_activate{3}).local_index, 3u);
   EXPECT_EQ(round_trip(worker_heartbeat{3}).local_index, 3u);
@@ -104,7 +107,7 @@ TEST_F(system_fixture, every_message_type_round_trips) {
 
 TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
   const auto names = message_type_names();
-  EXPECT_EQ(names.size(), 34u);
+  EXPECT_EQ(names.size(), 35u);
   for (const auto& n : names)
     EXPECT_FALSE(n.empty());
   EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());
