@@ -282,6 +282,10 @@ caf::behavior supervisor_actor::make_behavior() {
   delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
   return {
       [this](tick_atom) {
+        // This process is the supervisor's node: it is alive while this runs, whatever its
+        // agent's connection does (a stalled process sees its own heartbeats late).
+        if (agents_.contains(ctx_->node) || policy_.node_up(ctx_->node))
+          policy_.on_heartbeat(ctx_->node);
         if (!finished_)
           execute(policy_.on_tick());
         write_status(finished_);
@@ -297,6 +301,12 @@ caf::behavior supervisor_actor::make_behavior() {
           agents_.erase(it);
           if (finished_)
             return;
+          if (n == ctx_->node) {
+            // The agent in this very process lost its connection (the process stalled past the
+            // keep-alive timeout): the node is not lost; the agent reconnects at once.
+            spdlog::warn("the supervisor's own agent lost its connection ({}); waiting for it to reconnect", e.reason);
+            return;
+          }
           std::int64_t injected = 0;
           if (auto inj = injected_nodes_.find(n.value()); inj != injected_nodes_.end()) {
             injected = inj->second;

@@ -15,6 +15,8 @@
 #include "config/embedded.hpp"
 #include "config/load.hpp"
 #include "trace/cluster.hpp"
+#include "trace/model.hpp"
+#include "trace/simulator.hpp"
 #include "trace/trace.hpp"
 
 namespace rekindle::apps {
@@ -230,14 +232,16 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   for (const auto& in : done)
     if (in.event->kind != trace::fault_kind::slow && in.reply.find("not injected") == std::string::npos)
       awaited = in.recoveries_before + 1;
-  const auto settle_until = since() + settle_s;
+  // A trace with a duration is replayed for all of it: the window the ratio covers.
+  const double window = parsed.value->header.duration ? *parsed.value->header.duration / speed : 0.0;
+  const auto settle_until = std::max(window, since()) + settle_s;
   for (;;) {
     if (auto next = status_of(o, session))
       s = std::move(next);
     if (!ends.empty())
       end_slow_drills(ends.front().first);
     const bool found = ended(*s) || s->value("recoveries", json::array()).size() >= awaited;
-    if ((found && settled(*s) && ends.empty()) || since() > settle_until)
+    if ((found && settled(*s) && ends.empty() && since() >= window) || since() > settle_until)
       break;
     std::this_thread::sleep_for(poll);
   }
@@ -266,6 +270,57 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     out["events"].push_back(std::move(ej));
   }
   out["steps_lost"] = lost;
+  // The same trace in the simulator, with the durations measured here: how far the model is from
+  // this cluster (docs/TRACES.md, "Calibration").
+  std::optional<double> simulated;
+  if (window > 0 && speed == 1.0 && base_rate > 0) {
+    const auto& spec = *loaded.value;
+    trace::model m;
+    m.step_time = std::chrono::nanoseconds{static_cast<std::int64_t>(1e9 / base_rate)};
+    m.snapshot_every = spec.checkpoint.snapshot_every;
+    m.snapshot_stall = std::chrono::nanoseconds::zero();  // in the baseline rate already
+    m.persist_every = spec.checkpoint.persist_every;
+    m.persist_stall = std::chrono::nanoseconds::zero();
+    m.node_timeout = spec.timeouts.node;
+    m.hang_timeout = spec.timeouts.hang;
+    m.collective_timeout = spec.timeouts.collective;
+    m.rendezvous_timeout = spec.timeouts.rendezvous;
+    m.tick = spec.timeouts.heartbeat;
+    m.backoff = spec.recovery.backoff;
+    m.backoff_max = spec.recovery.backoff_max;
+    // Means of the recoveries measured here (none: the model's defaults are not this cluster's,
+    // so nothing to compare).
+    double respawn = 0, rendezvous = 0, restore = 0;
+    std::size_t n = 0;
+    for (const auto& ej : out["events"])
+      if (ej.contains("recovery")) {
+        respawn += ej["recovery"].value("respawn_s", 0.0);
+        rendezvous += ej["recovery"].value("rendezvous_s", 0.0);
+        restore += ej["recovery"].value("restore_s", 0.0);
+        ++n;
+      }
+    if (n > 0) {
+      const auto ns = [&](double sum) { return std::chrono::nanoseconds{static_cast<std::int64_t>(sum / n * 1e9)}; };
+      m.process_start = ns(respawn);
+      m.rendezvous = ns(rendezvous);
+      m.state_size = std::uint64_t{1} << 20;
+      m.memory_bandwidth = m.buddy_bandwidth =
+          static_cast<double>(m.state_size) / std::max(restore / static_cast<double>(n), 1e-4);
+      m.horizon = std::chrono::nanoseconds{static_cast<std::int64_t>(window * 1e9)};
+      auto sim = trace::simulate(*parsed.value, cluster, m, trace::policy_kind::in_place);
+      if (sim) {
+        simulated = sim->ratio();
+        out["simulated"] = {{"effective_ratio", sim->ratio()},
+                            {"recoveries", sim->recoveries},
+                            {"step_time_s", 1.0 / base_rate},
+                            {"process_start_s", respawn / n},
+                            {"rendezvous_s", rendezvous / n},
+                            {"restore_s", restore / n}};
+      } else {
+        out["simulated"] = {{"error", sim.error().message()}};
+      }
+    }
+  }
   if (o.json) {
     std::cout << out.dump(2) << "\n";
     return settled(*s) ? 0 : 1;
@@ -294,6 +349,12 @@ int replay(const connection_options& o, const std::string& file, double speed, d
                 done.size(), wall, static_cast<unsigned long long>(end_step - start_step),
                 static_cast<unsigned long long>(lost), ratio * 100.0, base_rate);
   std::cout << summary;
+  if (simulated) {
+    std::snprintf(summary, sizeof summary,
+                  "simulated with the durations measured here: %.1f%% (live %.1f%%, %+.1f percentage points)\n",
+                  *simulated * 100.0, ratio * 100.0, (*simulated - ratio) * 100.0);
+    std::cout << summary;
+  }
   if (!settled(*s))
     std::cout << "not settled: a recovery was still running after " << settle_s << " s\n";
   return settled(*s) ? 0 : 1;
