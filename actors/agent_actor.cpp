@@ -373,6 +373,14 @@ void agent_actor::tick() {
   if (ctx_->supervisor->peer())
     to_supervisor(epoch_t{0}, caf::make_message(node_heartbeat{ctx_->node, ++heartbeat_seq_, standby_ && standby_->peer}));
   const auto now = ctx_->time->now();
+  // A tick long after the last one: this process was not running (paused, or the machine was);
+  // the workers' silence in the meantime says nothing about them.
+  if (last_tick_ && now - *last_tick_ > ctx_->spec.timeouts.node / 2) {
+    spdlog::warn("agent did not run for {}; worker heartbeats get a new timeout", format_duration(now - *last_tick_));
+    for (auto& [i, w] : workers_)
+      w.last_heartbeat = std::max(w.last_heartbeat, now);
+  }
+  last_tick_ = now;
   for (auto& [i, w] : workers_) {
     // A ranked worker without a connection lost it: its heartbeats age like a silent one's.
     if (!w.rank || w.retiring || w.reported_unresponsive)

@@ -60,6 +60,8 @@ class agent_actor : public caf::event_based_actor {
   void to_supervisor(epoch_t epoch, const caf::message& msg);
   void to_worker(const worker& w, epoch_t epoch, const caf::message& msg);
   worker* by_peer(transport::peer_id peer);
+  /// When tick() last ran: a long gap means this process did not run, not that workers were silent.
+  std::optional<clock::time_point> last_tick_;
   worker* by_rank(rank_id rank);
 
   node_context* ctx_;

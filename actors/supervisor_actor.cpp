@@ -286,6 +286,17 @@ caf::behavior supervisor_actor::make_behavior() {
         // agent's connection does (a stalled process sees its own heartbeats late).
         if (agents_.contains(ctx_->node) || policy_.node_up(ctx_->node))
           policy_.on_heartbeat(ctx_->node);
+        // A tick long after the last one: this process was not running (paused, or the machine
+        // was), so the nodes' silence in the meantime says nothing about them.
+        const auto now = ctx_->time->now();
+        if (last_tick_ && now - *last_tick_ > ctx_->spec.timeouts.node / 2) {
+          spdlog::warn("the supervisor did not run for {}; node heartbeats get a new timeout",
+                       format_duration(now - *last_tick_));
+          for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n)
+            if (agents_.contains(node_id{n}))
+              policy_.on_heartbeat(node_id{n});
+        }
+        last_tick_ = now;
         if (!finished_)
           execute(policy_.on_tick());
         write_status(finished_);

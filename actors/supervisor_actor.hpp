@@ -146,6 +146,8 @@ class supervisor_actor : public caf::event_based_actor {
   std::optional<std::size_t> open_recovery_;
   /// Injected faults waiting for their failure report: rank or node → injection time.
   std::map<std::uint32_t, std::int64_t> injected_ranks_;
+  /// When the last tick ran: a long gap means this process did not run, not that nodes were silent.
+  std::optional<clock::time_point> last_tick_;
   /// Ranks the supervisor killed (hung, unresponsive) and why: the cause of their recovery.
   std::map<std::uint32_t, std::string> killed_as_;
   std::map<std::uint32_t, std::int64_t> injected_nodes_;

@@ -347,6 +347,9 @@ class messenger::impl {
 
   void defer(std::function<void()> f) { deferred_.push_back(std::move(f)); }
 
+  // When tick() last ran. Loop thread only.
+  clock_type::time_point last_tick_{};
+
   // Partition drills: node → until when its traffic is dropped. Loop thread only.
   std::map<std::uint32_t, clock_type::time_point> cut_until_;
   bool is_cut(std::uint32_t node) {
@@ -365,6 +368,7 @@ class messenger::impl {
     loop_thread_id_ = std::this_thread::get_id();
     auto last_active = clock_type::now();
     auto next_tick = last_active + options_.keepalive;
+    last_tick_ = last_active;
     std::vector<std::function<void()>> tasks;
     while (true) {
       {
@@ -416,6 +420,15 @@ class messenger::impl {
 
   // Keep-alives out, timeouts in.
   void tick(clock_type::time_point now) {
+    // A loop that did not run for a while (the process or the machine was paused) cannot tell a
+    // silent peer from its own absence: every peer gets a new timeout from now.
+    if (now - last_tick_ > options_.peer_timeout / 2) {
+      spdlog::warn("this process did not run for {} ms; peers get a new timeout",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - last_tick_).count());
+      for (auto& [id, p] : peers_)
+        p.last_recv = std::max(p.last_recv, now);
+    }
+    last_tick_ = now;
     std::vector<std::uint64_t> expired;
     for (auto& [id, p] : peers_) {
       if (p.state != peer_state::up) {

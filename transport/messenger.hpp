@@ -94,7 +94,9 @@ struct messenger_handlers {
 /// in the kernel when idle. Peers connect with a sockaddr endpoint in peer-failure mode, run the
 /// token handshake (see make_proof), then exchange frames. Every received frame is checked
 /// (see decode_header, check_payload); a bad one is dropped and counted, never delivered. A lost
-/// peer surfaces as on_peer_down within `peer_timeout`, or at once on an endpoint error.
+/// peer surfaces as on_peer_down within `peer_timeout`, or at once on an endpoint error. A loop
+/// that itself did not run for more than half of `peer_timeout` (a paused process or machine)
+/// gives every peer a new timeout instead of dropping them all.
 ///
 /// Thread-safety: every public method may be called from any thread, including from handlers.
 /// Handlers run on the loop thread one at a time.

@@ -223,6 +223,27 @@ TEST(messenger, closing_a_peer_is_seen_by_both_sides) {
   EXPECT_EQ((*server)->stats().peers_lost, 1u);
 }
 
+TEST(messenger, a_pause_of_both_ends_loses_no_peer) {
+  // As when the machine (or both processes) stop for longer than the keep-alive timeout (1 s):
+  // neither loop runs, and when they run again neither takes the other's silence for a loss.
+  recorder srv, cli;
+  auto server = messenger::start(server_options(), srv.handlers());
+  ASSERT_TRUE(server);
+  auto client = messenger::start(client_options(), cli.handlers());
+  ASSERT_TRUE(client);
+  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  ASSERT_TRUE(peer);
+  ASSERT_TRUE(srv.wait([&] { return srv.up.size() == 1; }));
+  std::this_thread::sleep_for(300ms);  // a few keep-alives first
+  (*server)->post([] { std::this_thread::sleep_for(2500ms); });
+  (*client)->post([] { std::this_thread::sleep_for(2500ms); });
+  std::this_thread::sleep_for(4s);  // the pause, then more than a keep-alive timeout of running
+  EXPECT_TRUE(srv.down.empty()) << srv.down[0].second.message();
+  EXPECT_TRUE(cli.down.empty()) << cli.down[0].second.message();
+  (*client)->send(peer->id, make_frame(5, {}));
+  ASSERT_TRUE(srv.wait([&] { return srv.frames.size() == 1; }));
+}
+
 TEST(messenger, a_partition_drops_traffic_both_ways_until_it_heals) {
   recorder srv, cli;
   auto server = messenger::start(server_options(), srv.handlers());
