@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <thread>
 #include <iostream>
 #include <memory>
@@ -57,6 +58,24 @@ void add_connection_options(CLI::App* cmd, connection_options& o) {
   cmd->add_flag("--json", o.json, "Print JSON for scripts");
 }
 
+expected<connection_target> resolve(const connection_defaults& o) {
+  const auto loaded = o.config.empty() || o.config == "-"
+                          ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
+                          : config::load_file(o.config);
+  if (!loaded.ok())
+    return status{errc::invalid_config, loaded.error_text()};
+  connection_target out{*loaded.value, {}};
+  out.target.address = o.connect;
+  out.target.data_dir = o.data_dir;
+  if (!o.token_file.empty()) {
+    std::ifstream in(o.token_file);
+    if (!in)
+      return status{errc::invalid_argument, "cannot read token file " + o.token_file};
+    std::getline(in, out.target.token);
+  }
+  return out;
+}
+
 call_result call(const connection_options& o, const std::string& command, const std::vector<std::string>& args,
                  admin_session* session) {
   if (session != nullptr && session->client) {
@@ -70,31 +89,19 @@ call_result call(const connection_options& o, const std::string& command, const 
     session->client.reset();
   }
   init_logging("rekindle", log_level::error);
-  const auto loaded = o.config.empty() || o.config == "-"
-                          ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
-                          : config::load_file(o.config);
-  if (!loaded.ok()) {
-    std::cerr << "rekindle: " << loaded.error_text() << "\n";
+  const auto where = resolve(o);
+  if (!where) {
+    std::cerr << "rekindle: " << where.error().message() << "\n";
     return {2};
   }
-  actors::admin_target target;
-  target.address = o.connect;
-  target.data_dir = o.data_dir;
-  if (!o.token_file.empty()) {
-    std::ifstream in(o.token_file);
-    if (!in) {
-      std::cerr << "rekindle: cannot read token file " << o.token_file << "\n";
-      return {2};
-    }
-    std::getline(in, target.token);
-  }
-  auto client = actors::admin_client::connect(*loaded.value, target, std::chrono::seconds{10});
+  const auto& [spec, target] = *where;
+  auto client = actors::admin_client::connect(spec, target, std::chrono::seconds{10});
   // An unreachable supervisor (restarting, or its node rebooting) is tried again, visibly; a
   // refused token or a bad address is not.
   for (int attempt = 1; !client && client.error().code() == errc::unavailable && attempt < o.retries; ++attempt) {
     std::cerr << "rekindle: " << client.error().message() << "\n";
     count_down(1 << std::min(attempt - 1, 5), attempt, o.retries);
-    client = actors::admin_client::connect(*loaded.value, target, std::chrono::seconds{10});
+    client = actors::admin_client::connect(spec, target, std::chrono::seconds{10});
   }
   if (!client) {
     std::cerr << "rekindle: " << client.error().message() << "\n";
@@ -342,26 +349,45 @@ int export_trace(const connection_options& o, const std::string& file) {
   return 0;
 }
 
-// `NAME node NODE --yes`: a command on one node, confirmed.
-void add_node_command(CLI::App& app, const char* name, const char* help, const char* command, const char* why_confirm,
-                      int& exit_code) {
+// A command that changes the job, confirmed with --yes: `NAME [KEYWORD] POSITIONAL... --yes`.
+// The supervisor's `command` gets the positionals' values, then what `extra` adds (options).
+struct confirmed_command {
+  const char* name;
+  const char* help;
+  const char* command;
+  const char* why_confirm;
+  /// A fixed word before the positionals ("rank", "node"), or nullptr.
+  const char* keyword;
+  std::vector<std::pair<const char*, const char*>> positionals;
+};
+
+CLI::App* add_confirmed(CLI::App& app, const confirmed_command& c, int& exit_code,
+                        std::function<std::vector<std::string>()> extra = {}) {
   auto o = std::make_shared<connection_options>();
-  auto what = std::make_shared<std::string>();
-  auto node = std::make_shared<std::string>();
+  auto keyword = std::make_shared<std::string>();
+  auto values = std::make_shared<std::vector<std::string>>(c.positionals.size());
   auto yes = std::make_shared<bool>(false);
-  auto* cmd = app.add_subcommand(name, help);
+  auto* cmd = app.add_subcommand(c.name, c.help);
   add_connection_options(cmd, *o);
-  cmd->add_option("what", *what, "'node'")->required()->check(CLI::IsMember({"node"}));
-  cmd->add_option("name", *node, "The node")->required();
+  if (c.keyword != nullptr)
+    cmd->add_option("what", *keyword, std::string{"'"} + c.keyword + "'")->required()->check(CLI::IsMember({c.keyword}));
+  for (std::size_t i = 0; i < c.positionals.size(); ++i)
+    cmd->add_option(c.positionals[i].first, (*values)[i], c.positionals[i].second)->required();
   cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-  cmd->callback([o, what, node, yes, command, why_confirm, &exit_code] {
+  cmd->callback([o, keyword, values, yes, command = std::string{c.command}, why = std::string{c.why_confirm},
+                 extra = std::move(extra), &exit_code] {
     if (!*yes) {
-      std::cerr << "rekindle: " << why_confirm << "; add --yes to confirm\n";
+      std::cerr << "rekindle: " << why << "; add --yes to confirm\n";
       exit_code = 2;
       return;
     }
-    exit_code = run(*o, command, {*node});
+    auto args = *values;
+    if (extra)
+      for (auto& a : extra())
+        args.push_back(std::move(a));
+    exit_code = run(*o, command, args);
   });
+  return cmd;
 }
 
 }  // namespace
@@ -369,20 +395,10 @@ void add_node_command(CLI::App& app, const char* name, const char* help, const c
 void set_connection_defaults(const connection_defaults& d) { defaults() = d; }
 
 std::optional<std::pair<std::vector<std::string>, std::vector<std::string>>> ranks_and_nodes() {
-  const auto& d = defaults();
-  const auto loaded = d.config.empty() || d.config == "-"
-                          ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
-                          : config::load_file(d.config);
-  if (!loaded.ok())
+  const auto where = resolve(defaults());
+  if (!where)
     return std::nullopt;
-  actors::admin_target target;
-  target.address = d.connect;
-  target.data_dir = d.data_dir;
-  if (!d.token_file.empty()) {
-    std::ifstream in(d.token_file);
-    std::getline(in, target.token);
-  }
-  auto client = actors::admin_client::connect(*loaded.value, target, std::chrono::seconds{2});
+  auto client = actors::admin_client::connect(where->spec, where->target, std::chrono::seconds{2});
   if (!client)
     return std::nullopt;
   auto reply = (*client)->call("status", {}, std::chrono::seconds{2});
@@ -442,68 +458,27 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     });
   }
   {
-    auto o = std::make_shared<connection_options>();
-    auto rank = std::make_shared<std::string>();
     auto signal = std::make_shared<int>(9);
-    auto yes = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("kill", "Fault drill: kill a rank's process with a signal");
-    add_connection_options(cmd, *o);
-    auto what = std::make_shared<std::string>();
-    cmd->add_option("what", *what, "'rank'")->required()->check(CLI::IsMember({"rank"}));
-    cmd->add_option("id", *rank, "The rank")->required();
-    cmd->add_option("--signal", *signal, "Signal number (default 9, SIGKILL)")->check(CLI::Range(1, 64));
-    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-    cmd->callback([o, what, rank, signal, yes, &exit_code] {
-      if (!*yes) {
-        std::cerr << "rekindle: kill is destructive; add --yes to confirm\n";
-        exit_code = 2;
-        return;
-      }
-      exit_code = run(*o, "kill", {*rank, std::to_string(*signal)});
-    });
+    add_confirmed(app,
+                  {"kill", "Fault drill: kill a rank's process with a signal", "kill", "kill is destructive", "rank",
+                   {{"id", "The rank"}}},
+                  exit_code, [signal] { return std::vector<std::string>{std::to_string(*signal)}; })
+        ->add_option("--signal", *signal, "Signal number (default 9, SIGKILL)")
+        ->check(CLI::Range(1, 64));
   }
-  {
-    auto o = std::make_shared<connection_options>();
-    auto rank = std::make_shared<std::string>();
-    auto yes = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("hang", "Fault drill: a rank stops before its next step, alive, as behind a stuck "
-                                           "kernel; its peers wait until the supervisor finds and replaces it");
-    add_connection_options(cmd, *o);
-    auto what = std::make_shared<std::string>();
-    cmd->add_option("what", *what, "'rank'")->required()->check(CLI::IsMember({"rank"}));
-    cmd->add_option("id", *rank, "The rank")->required();
-    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-    cmd->callback([o, what, rank, yes, &exit_code] {
-      if (!*yes) {
-        std::cerr << "rekindle: hang stalls the whole job until the rank is replaced; add --yes to confirm\n";
-        exit_code = 2;
-        return;
-      }
-      exit_code = run(*o, "hang", {*rank});
-    });
-  }
-  {
-    auto o = std::make_shared<connection_options>();
-    auto rank = std::make_shared<std::string>();
-    auto factor = std::make_shared<std::string>();
-    auto yes = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("slow", "Fault drill: each step of a rank takes FACTOR times as long (1: normal "
-                                           "again), as on a throttled device");
-    add_connection_options(cmd, *o);
-    auto what = std::make_shared<std::string>();
-    cmd->add_option("what", *what, "'rank'")->required()->check(CLI::IsMember({"rank"}));
-    cmd->add_option("id", *rank, "The rank")->required();
-    cmd->add_option("factor", *factor, "How many times as long, from 1 to 100")->required();
-    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-    cmd->callback([o, what, rank, factor, yes, &exit_code] {
-      if (!*yes) {
-        std::cerr << "rekindle: slow holds back every rank of the job; add --yes to confirm\n";
-        exit_code = 2;
-        return;
-      }
-      exit_code = run(*o, "slow", {*rank, *factor});
-    });
-  }
+  add_confirmed(app,
+                {"hang",
+                 "Fault drill: a rank stops before its next step, alive, as behind a stuck kernel; its peers wait "
+                 "until the supervisor finds and replaces it",
+                 "hang", "hang stalls the whole job until the rank is replaced", "rank", {{"id", "The rank"}}},
+                exit_code);
+  add_confirmed(app,
+                {"slow",
+                 "Fault drill: each step of a rank takes FACTOR times as long (1: normal again), as on a throttled "
+                 "device",
+                 "slow", "slow holds back every rank of the job", "rank",
+                 {{"id", "The rank"}, {"factor", "How many times as long, from 1 to 100"}}},
+                exit_code);
   {
     auto o = std::make_shared<connection_options>();
     auto width = std::make_shared<int>(0);
@@ -515,29 +490,20 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     cmd->add_option("--height", *height, "Rows of the plot (default 12)")->check(CLI::Range(3, 200));
     cmd->callback([o, width, height, &exit_code] { exit_code = show_loss(*o, *width, *height); });
   }
-  add_node_command(app, "fail", "Fault drill: a node's daemon dies at once, as a lost node does", "fail-node",
-                   "fail node is destructive", exit_code);
+  add_confirmed(app,
+                {"fail", "Fault drill: a node's daemon dies at once, as a lost node does", "fail-node",
+                 "fail node is destructive", "node", {{"name", "The node"}}},
+                exit_code);
   {
-    auto o = std::make_shared<connection_options>();
-    auto a = std::make_shared<std::string>();
-    auto b = std::make_shared<std::string>();
     auto duration = std::make_shared<std::string>("10s");
-    auto yes = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("partition", "Fault drill: drop the traffic between two nodes' daemons for a while "
-                                                "(heartbeats, replication, state transfers), as a cut network does");
-    add_connection_options(cmd, *o);
-    cmd->add_option("node1", *a, "One end")->required();
-    cmd->add_option("node2", *b, "The other end")->required();
-    cmd->add_option("--for", *duration, "How long, e.g. 5s, 500ms, 2m (default 10s)");
-    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-    cmd->callback([o, a, b, duration, yes, &exit_code] {
-      if (!*yes) {
-        std::cerr << "rekindle: a partition can take a node out of the job; add --yes to confirm\n";
-        exit_code = 2;
-        return;
-      }
-      exit_code = run(*o, "partition", {*a, *b, *duration});
-    });
+    add_confirmed(app,
+                  {"partition",
+                   "Fault drill: drop the traffic between two nodes' daemons for a while (heartbeats, replication, "
+                   "state transfers), as a cut network does",
+                   "partition", "a partition can take a node out of the job", nullptr,
+                   {{"node1", "One end"}, {"node2", "The other end"}}},
+                  exit_code, [duration] { return std::vector<std::string>{*duration}; })
+        ->add_option("--for", *duration, "How long, e.g. 5s, 500ms, 2m (default 10s)");
   }
   for (const char* name : {"pause", "resume"}) {
     auto o = std::make_shared<connection_options>();
@@ -547,40 +513,17 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     add_connection_options(cmd, *o);
     cmd->callback([o, name, &exit_code] { exit_code = run(*o, name, {}); });
   }
-  add_node_command(app, "drain", "Move a node's ranks to a spare (or shrink the world) and stop using it", "drain",
-                   "drain changes the world", exit_code);
-  {
-    auto o = std::make_shared<connection_options>();
-    auto ranks = std::make_shared<std::string>();
-    auto yes = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("scale", "Resize the data-parallel world to RANKS ranks (the global batch stays)");
-    add_connection_options(cmd, *o);
-    cmd->add_option("ranks", *ranks, "The new number of ranks")->required();
-    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-    cmd->callback([o, ranks, yes, &exit_code] {
-      if (!*yes) {
-        std::cerr << "rekindle: scale restarts every rank in a new world; add --yes to confirm\n";
-        exit_code = 2;
-        return;
-      }
-      exit_code = run(*o, "scale", {*ranks});
-    });
-  }
-  {
-    auto o = std::make_shared<connection_options>();
-    auto yes = std::make_shared<bool>(false);
-    auto* cmd = app.add_subcommand("stop", "Stop the job: every rank ends, state is kept");
-    add_connection_options(cmd, *o);
-    cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-    cmd->callback([o, yes, &exit_code] {
-      if (!*yes) {
-        std::cerr << "rekindle: stop is destructive; add --yes to confirm\n";
-        exit_code = 2;
-        return;
-      }
-      exit_code = run(*o, "stop", {});
-    });
-  }
+  add_confirmed(app,
+                {"drain", "Move a node's ranks to a spare (or shrink the world) and stop using it", "drain",
+                 "drain changes the world", "node", {{"name", "The node"}}},
+                exit_code);
+  add_confirmed(app,
+                {"scale", "Resize the data-parallel world to RANKS ranks (the global batch stays)", "scale",
+                 "scale restarts every rank in a new world", nullptr, {{"ranks", "The new number of ranks"}}},
+                exit_code);
+  add_confirmed(app,
+                {"stop", "Stop the job: every rank ends, state is kept", "stop", "stop is destructive", nullptr, {}},
+                exit_code);
 }
 
 void add_checkpoint_now_command(CLI::App* checkpoint, int& exit_code) {

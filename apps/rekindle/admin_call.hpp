@@ -8,6 +8,8 @@
 
 #include "actors/admin_client.hpp"
 #include "apps/rekindle/commands.hpp"
+#include "common/expected.hpp"
+#include "config/spec.hpp"
 
 /// What the commands that talk to a running job share: their connection options and one call to
 /// the supervisor.
@@ -19,6 +21,15 @@ struct connection_options : connection_defaults {
   connection_options();
   bool json = false;
 };
+
+/// What a connection needs: the configuration (the embedded default when none is named) and
+/// where and how to reach the supervisor.
+struct connection_target {
+  config::spec spec;
+  actors::admin_target target;
+};
+/// Errors: the configuration's diagnostics (invalid_config), an unreadable token file.
+expected<connection_target> resolve(const connection_defaults& o);
 
 /// --config, --connect, --token-file, --data-dir, --retries, --json.
 void add_connection_options(CLI::App* cmd, connection_options& o);

@@ -12,8 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/rekindle/admin_call.hpp"
-#include "config/embedded.hpp"
-#include "config/load.hpp"
 #include "trace/cluster.hpp"
 #include "trace/model.hpp"
 #include "trace/simulator.hpp"
@@ -125,14 +123,12 @@ struct injected {
 
 int replay(const connection_options& o, const std::string& file, double speed, double baseline_s, double settle_s,
            bool yes) {
-  const auto loaded = o.config.empty() || o.config == "-"
-                          ? config::parse(config::embedded_default_text(), std::string{config::embedded_default_name}, {})
-                          : config::load_file(o.config);
-  if (!loaded.ok()) {
-    std::cerr << "rekindle: " << loaded.error_text() << "\n";
+  const auto where = resolve(o);
+  if (!where) {
+    std::cerr << "rekindle: " << where.error().message() << "\n";
     return 2;
   }
-  const auto cluster = trace::cluster_shape::from_spec(*loaded.value);
+  const auto cluster = trace::cluster_shape::from_spec(where->spec);
   const auto parsed = trace::load_file(file, &cluster);
   if (!parsed.ok()) {
     std::cerr << parsed.error_text();
@@ -274,7 +270,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   // this cluster (docs/TRACES.md, "Calibration").
   std::optional<double> simulated;
   if (window > 0 && speed == 1.0 && base_rate > 0) {
-    const auto& spec = *loaded.value;
+    const auto& spec = where->spec;
     trace::model m;
     m.step_time = std::chrono::nanoseconds{static_cast<std::int64_t>(1e9 / base_rate)};
     m.snapshot_every = spec.checkpoint.snapshot_every;

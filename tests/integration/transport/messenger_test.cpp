@@ -208,57 +208,62 @@ TEST(messenger, nobody_listening_fails_promptly) {
   EXPECT_NE(peer.error().code(), errc::timeout) << peer.error();
 }
 
-TEST(messenger, closing_a_peer_is_seen_by_both_sides) {
+// A server and a client messenger, connected and authenticated both ways.
+struct connected_pair {
   recorder srv, cli;
-  auto server = messenger::start(server_options(), srv.handlers());
-  ASSERT_TRUE(server);
-  auto client = messenger::start(client_options(), cli.handlers());
-  ASSERT_TRUE(client);
-  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
-  ASSERT_TRUE(peer);
-  ASSERT_TRUE(srv.wait([&] { return srv.up.size() == 1; }));
-  (*client)->close(peer->id);
+  std::unique_ptr<messenger> server, client;
+  peer_info peer;  // the server, as the client sees it
+};
+
+void connect_pair(connected_pair& p) {
+  auto server = messenger::start(server_options(), p.srv.handlers());
+  ASSERT_TRUE(server) << server.error();
+  p.server = std::move(*server);
+  auto client = messenger::start(client_options(), p.cli.handlers());
+  ASSERT_TRUE(client) << client.error();
+  p.client = std::move(*client);
+  auto peer = p.client->connect_blocking("127.0.0.1", p.server->port(), 20s);
+  ASSERT_TRUE(peer) << peer.error();
+  p.peer = *peer;
+  ASSERT_TRUE(p.srv.wait([&] { return p.srv.up.size() == 1; }));
+}
+
+TEST(messenger, closing_a_peer_is_seen_by_both_sides) {
+  connected_pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(p));
+  auto& [srv, cli, server, client, peer] = p;
+  client->close(peer.id);
   ASSERT_TRUE(cli.wait([&] { return cli.down.size() == 1; }));
   ASSERT_TRUE(srv.wait([&] { return srv.down.size() == 1; }));
-  EXPECT_EQ((*server)->stats().peers_lost, 1u);
+  EXPECT_EQ(server->stats().peers_lost, 1u);
 }
 
 TEST(messenger, a_pause_of_both_ends_loses_no_peer) {
   // As when the machine (or both processes) stop for longer than the keep-alive timeout (1 s):
   // neither loop runs, and when they run again neither takes the other's silence for a loss.
-  recorder srv, cli;
-  auto server = messenger::start(server_options(), srv.handlers());
-  ASSERT_TRUE(server);
-  auto client = messenger::start(client_options(), cli.handlers());
-  ASSERT_TRUE(client);
-  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
-  ASSERT_TRUE(peer);
-  ASSERT_TRUE(srv.wait([&] { return srv.up.size() == 1; }));
+  connected_pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(p));
+  auto& [srv, cli, server, client, peer] = p;
   std::this_thread::sleep_for(300ms);  // a few keep-alives first
-  (*server)->post([] { std::this_thread::sleep_for(2500ms); });
-  (*client)->post([] { std::this_thread::sleep_for(2500ms); });
+  server->post([] { std::this_thread::sleep_for(2500ms); });
+  client->post([] { std::this_thread::sleep_for(2500ms); });
   std::this_thread::sleep_for(4s);  // the pause, then more than a keep-alive timeout of running
   EXPECT_TRUE(srv.down.empty()) << srv.down[0].second.message();
   EXPECT_TRUE(cli.down.empty()) << cli.down[0].second.message();
-  (*client)->send(peer->id, make_frame(5, {}));
+  client->send(peer.id, make_frame(5, {}));
   ASSERT_TRUE(srv.wait([&] { return srv.frames.size() == 1; }));
 }
 
 TEST(messenger, a_partition_drops_traffic_both_ways_until_it_heals) {
-  recorder srv, cli;
-  auto server = messenger::start(server_options(), srv.handlers());
-  ASSERT_TRUE(server);
-  auto client = messenger::start(client_options(), cli.handlers());
-  ASSERT_TRUE(client);
-  auto peer = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
-  ASSERT_TRUE(peer);
-  ASSERT_TRUE(srv.wait([&] { return srv.up.size() == 1; }));
+  connected_pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(p));
+  auto& [srv, cli, server, client, peer] = p;
   // Only the server cuts (the client's node, 2): nothing passes either way, so both sides lose
   // the connection by their keep-alive timeouts.
-  (*server)->cut_off(2, 3s);
+  server->cut_off(2, 3s);
   std::promise<status> sent;
-  (*server)->send(srv.up[0].id, make_frame(7, {}), [&](status s) { sent.set_value(s); });
-  (*client)->send(peer->id, make_frame(8, {}));
+  server->send(srv.up[0].id, make_frame(7, {}), [&](status s) { sent.set_value(s); });
+  client->send(peer.id, make_frame(8, {}));
   ASSERT_TRUE(srv.wait([&] { return srv.down.size() == 1; }));
   ASSERT_TRUE(cli.wait([&] { return cli.down.size() == 1; }));
   {
@@ -269,14 +274,14 @@ TEST(messenger, a_partition_drops_traffic_both_ways_until_it_heals) {
   }
   EXPECT_TRUE(srv.frames.empty());
   EXPECT_TRUE(cli.frames.empty());
-  EXPECT_GT((*server)->stats().dropped_of(drop_reason::partitioned), 0u);
+  EXPECT_GT(server->stats().dropped_of(drop_reason::partitioned), 0u);
   // While it lasts a new connection cannot authenticate; once it heals, one can.
-  auto during = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 1s);
+  auto during = client->connect_blocking("127.0.0.1", server->port(), 1s);
   EXPECT_FALSE(during) << "connected through a partition";
   std::this_thread::sleep_for(3s);
-  auto after = (*client)->connect_blocking("127.0.0.1", (*server)->port(), 20s);
+  auto after = client->connect_blocking("127.0.0.1", server->port(), 20s);
   ASSERT_TRUE(after) << after.error();
-  (*client)->send(after->id, make_frame(9, {}));
+  client->send(after->id, make_frame(9, {}));
   ASSERT_TRUE(srv.wait([&] { return srv.frames.size() == 1; }));
   EXPECT_EQ(srv.frames[0].header.type, 9);
 }
