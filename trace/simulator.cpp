@@ -169,6 +169,7 @@ class simulator {
     pc.total_steps = m.steps > 0 ? m.steps : std::numeric_limits<std::uint64_t>::max() / 2;
     pc.snapshot_every = m.snapshot_every;
     pc.hang_timeout = m.hang_timeout;
+    pc.collective_timeout = m.collective_timeout;
     pc.node_timeout = m.node_timeout;
     pc.rendezvous_timeout = m.rendezvous_timeout;
     pc.max_restarts = m.max_restarts > 0 ? m.max_restarts : std::numeric_limits<std::uint32_t>::max();
@@ -365,6 +366,8 @@ class simulator {
 
   void stall(stall_state::cause why, std::uint32_t rank) {
     interrupt();
+    // The ranks' last progress is now: the policy measures their silence from here.
+    sync();
     ++stall_token_;
     stall_ = stall_state{true, why, rank, false};
   }
@@ -703,8 +706,20 @@ class simulator {
         if (q.b == stall_token_ && stall_.active && policy_.state() == actors::job_state::running) {
           stall_.collective_failed = true;
           sync();
-          const auto r = rank_id{stall_.why == stall_state::cause::hang && stall_.rank == 0 && world_ > 1 ? 1u : 0u};
-          apply(policy_.on_collective_error(r, policy_.epoch(), "collective timed out"));
+          // Every rank waiting on the stuck one reports its timed-out collective; the stuck one
+          // stays silent, so the policy finds it a quarter of the hang timeout later and kills
+          // only it. A cut link stalls everyone alike: all report, and the policy starts over.
+          const auto e = policy_.epoch();
+          const bool one_stuck = stall_.why == stall_state::cause::hang && world_ > 1;
+          const auto placement = policy_.placement();
+          for (const auto& slot : placement) {
+            if (one_stuck && slot.rank.value() == stall_.rank)
+              continue;
+            apply(policy_.on_collective_error(slot.rank, e, "collective timed out"));
+            if (policy_.epoch() != e || policy_.state() != actors::job_state::running)
+              break;
+          }
+          tick_at(add(now_, m_.hang_timeout.count() / 4));
           tick_at(add(now_, m_.hang_timeout.count()));
         }
         break;

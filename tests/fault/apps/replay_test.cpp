@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include "tests/support/cluster.hpp"
 
@@ -101,6 +105,81 @@ TEST(replay, a_trace_replays_live_with_a_report_and_bad_traces_inject_nothing) {
   r = testing::run_process({(std::filesystem::path{REKINDLE_BIN_DIR} / "rekindle").string(), "trace", "check", exported});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
+}
+
+// One replay of `trace` on a fresh cluster of the same configuration, trained to the end: the
+// job's fault-and-recovery events (kind, epoch, rank, node, and for injected faults what was
+// injected) in order, and the final loss.
+struct replayed {
+  std::vector<std::string> events;
+  double final_loss = 0;
+};
+
+replayed replay_on_a_fresh_cluster(const std::string& trace) {
+  replayed out;
+  testing::local_cluster c{{.steps = 4000, .persist_every = 0}};
+  c.start_all();
+  EXPECT_TRUE(c.wait_step(10, 120s)) << c.log("n0");
+  const auto r = c.admin({"replay", write(c, "trace.jsonl", trace), "--yes", "--json", "--baseline", "1"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err << c.log("n0");
+  const auto ev = c.admin({"events", "--json"});
+  EXPECT_EQ(ev.exit_code, 0) << ev.err;
+  // Whether a rank's peers noticed a killed rank in a collective before its daemon saw it exit
+  // (collective_error) is a race of the machine, not of the job; everything else must repeat.
+  static const std::set<std::string> kinds{"fault_injected", "rank_exited", "rank_failed", "rank_hung",
+                                           "node_lost",      "ranks_moved", "epoch",       "recovered"};
+  std::istringstream lines{ev.out};
+  for (std::string text; std::getline(lines, text);) {
+    if (text.empty())
+      continue;
+    const auto e = nlohmann::json::parse(text);
+    const auto kind = e.value("kind", "");
+    if (!kinds.contains(kind))
+      continue;
+    std::string line = kind + " epoch " + std::to_string(e.value("epoch", 0));
+    if (e.contains("rank"))
+      line += " rank " + std::to_string(e["rank"].get<int>());
+    if (e.contains("node"))
+      line += " node " + e["node"].get<std::string>();
+    if (kind == "fault_injected" && e.contains("fields"))
+      for (const auto& key : {"fault", "signal", "factor"})
+        if (e["fields"].contains(key))
+          line += std::string{" "} + key + " " + e["fields"][key].get<std::string>();
+    out.events.push_back(line);
+  }
+  const auto report = c.wait_done(240s);
+  EXPECT_FALSE(report.is_null()) << c.log("n0");
+  EXPECT_EQ(report.value("state", ""), "completed") << report.dump(2);
+  if (!report.is_null())
+    out.final_loss = testing::final_loss(report);
+  return out;
+}
+
+TEST(replay, the_same_trace_replayed_twice_gives_the_same_events_and_the_same_final_loss) {
+  // Steps far enough apart that each recovery is over before the next fault, however fast the
+  // machine trains (a few hundred steps a second here) and however loaded it is.
+  const std::string trace =
+      "{\"rekindle_trace\": 1, \"source\": \"test\"}\n"
+      "{\"at_step\": 1000, \"kind\": \"kill\", \"rank\": 2}\n"
+      "{\"at_step\": 2000, \"kind\": \"crash\", \"rank\": 1, \"exit_code\": 134}\n"
+      "{\"at_step\": 3000, \"kind\": \"slow\", \"rank\": 3, \"factor\": 2, \"duration\": 1}\n";
+  const auto first = replay_on_a_fresh_cluster(trace);
+  const auto second = replay_on_a_fresh_cluster(trace);
+  // Two recoveries: each starts an epoch and ends recovered, after the injection and the exit.
+  const auto count = [&](const std::string& prefix) {
+    return std::count_if(first.events.begin(), first.events.end(), [&](const std::string& e) { return e.starts_with(prefix); });
+  };
+  std::string listing;
+  for (const auto& e : first.events)
+    listing += e + "\n";
+  EXPECT_EQ(count("fault_injected"), 4) << "three faults and the end of the slow spell: " << listing;
+  EXPECT_EQ(count("recovered"), 2) << listing;
+  EXPECT_EQ(first.events, second.events) << "first run:\n" << listing;
+  std::uint64_t a, b;
+  std::memcpy(&a, &first.final_loss, sizeof a);
+  std::memcpy(&b, &second.final_loss, sizeof b);
+  EXPECT_NE(first.final_loss, 0.0);
+  EXPECT_EQ(a, b) << first.final_loss << " vs " << second.final_loss << " (bit for bit)";
 }
 
 }  // namespace

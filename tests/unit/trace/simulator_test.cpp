@@ -93,14 +93,16 @@ TEST(simulator, one_crash_costs_exactly_the_modelled_durations) {
   EXPECT_NEAR(accounted(r), r.wall, 1e-6);
 }
 
-TEST(simulator, a_hang_is_found_after_the_hang_timeout_and_every_rank_restarts) {
+TEST(simulator, a_hang_is_found_by_its_silence_and_only_the_stuck_rank_is_killed) {
   auto cluster = cluster_shape::compact(4, 2);
   const auto r = run(trace_of(2000, {at(105.25, fault_kind::hang, fault_target::of_rank(1))}), *cluster, simple_model());
   EXPECT_EQ(r.hit, 1u);
   EXPECT_EQ(r.recoveries, 1u);
-  // Every rank stops with the hung one, so the policy finds all of them without progress.
-  EXPECT_EQ(r.notes.at("rank_hung"), 8u);
-  EXPECT_NEAR(r.lost_in(lost::detection), 10.1, 1e-9) << "hang timeout + one tick";
+  // The seven ranks that wait report their timed-out collective; the silent one is the stuck one,
+  // as in a live job.
+  EXPECT_EQ(r.notes.at("rank_hung"), 1u);
+  EXPECT_EQ(r.notes.at("collective_error"), 1u);
+  EXPECT_NEAR(r.lost_in(lost::detection), 5 + 10.0 / 4 + 0.1, 1e-9) << "collective timeout + a quarter of the hang timeout + one tick";
   EXPECT_NEAR(r.lost_in(lost::restart), 3, 1e-9);
   EXPECT_NEAR(r.lost_in(lost::rendezvous) + r.lost_in(lost::restore), 3, 1e-9);
   EXPECT_NEAR(accounted(r), r.wall, 1e-6);
