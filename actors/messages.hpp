@@ -88,6 +88,8 @@ struct start_training {
   std::vector<restore_source> sources;
   /// host:port of every node's daemon, by node id ("" for nodes that never joined).
   std::vector<std::string> node_addresses;
+  /// Micro-batches of a step each rank runs, by rank (empty: the equal split).
+  std::vector<std::uint32_t> micro_batches;
 };
 
 /// A worker process ended.
@@ -355,7 +357,8 @@ RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address)
 RK_INSPECT(abort_epoch, x.epoch)
 RK_INSPECT(rank_ready, x.epoch, x.rank, x.node, x.local_index, x.pid, x.address)
 RK_INSPECT(restore_source, x.old_rank, x.holder, x.kind)
-RK_INSPECT(start_training, x.epoch, x.world, x.addresses, x.restore_step, x.restore_world, x.sources, x.node_addresses)
+RK_INSPECT(start_training, x.epoch, x.world, x.addresses, x.restore_step, x.restore_world, x.sources, x.node_addresses,
+           x.micro_batches)
 RK_INSPECT(rank_exited, x.epoch, x.rank, x.node, x.exit_code, x.signal, x.detail, x.detected_ns)
 RK_INSPECT(rank_trouble, x.epoch, x.rank, x.node, x.unresponsive, x.detail)
 RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.compute_ns, x.communication_ns, x.snapshot_ns,

@@ -152,6 +152,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       as.ranks.push_back({sp->slot.rank, sp->slot.local_index, sp->delay.count()});
       auto& rs = ranks_[sp->slot.rank];
       rs.node = sp->slot.node.value();
+      rs.local_index = sp->slot.local_index;
       rs.restarts = policy_.restarts_of(sp->slot.rank);
     } else if (auto* kr = std::get_if<kill_rank>(&action)) {
       killed_as_[kr->rank.value()] = "hung: the supervisor killed it";
@@ -165,6 +166,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       st.restore_step = se->restore_step;
       st.restore_world = se->restore_world;
       st.node_addresses = node_addresses_;
+      st.micro_batches = shares_for_epoch(se->placement);
       for (const auto& s : se->sources)
         st.sources.push_back({s.old_rank, s.holder, static_cast<std::uint8_t>(s.where)});
       for (const auto& slot : se->placement) {
@@ -376,7 +378,9 @@ caf::behavior supervisor_actor::make_behavior() {
           s.step = std::max(s.step, p.step.value());
           s.loss = p.loss;
           s.step_ns = p.step_ns;
+          s.compute_ns = p.compute_ns;
           s.state = "training";
+          measure_speed(p);
           if (p.snapshot_ns > 0)
             s.snapshot_ns = p.snapshot_ns;
           if (p.rank == rank_id{0} && p.step.value() > 0) {
@@ -506,6 +510,13 @@ std::string supervisor_actor::status_json(bool full) const {
                           {"up", policy_.node_up(node_id{n})},
                           {"standby_ready", it != standby_ready_.end() && it->second && policy_.node_up(node_id{n})}});
   }
+  j["balance"] = ctx_->spec.job.balance;
+  j["micro_batches"] = shares_;
+  // Measured micro-batches per second of compute on the rank's slot (null before its first step).
+  const auto speed_of = [&](const rank_status& s) -> json {
+    const auto it = slot_speed_.find({s.node, s.local_index});
+    return it == slot_speed_.end() ? json(nullptr) : json(it->second);
+  };
   j["ranks"] = json::array();
   for (const auto& [r, s] : ranks_) {
     const bool placed = std::any_of(policy_.placement().begin(), policy_.placement().end(),
@@ -518,6 +529,9 @@ std::string supervisor_actor::status_json(bool full) const {
                           {"state", s.state},
                           {"step", s.step},
                           {"step_time_s", seconds(s.step_ns)},
+                          {"compute_time_s", seconds(s.compute_ns)},
+                          {"micro_batches", r.value() < shares_.size() ? json(shares_[r.value()]) : json(nullptr)},
+                          {"speed", speed_of(s)},
                           {"snapshot_stall_s", seconds(s.snapshot_ns)},
                           {"last_snapshot", s.last_snapshot},
                           {"restarts", s.restarts}});
@@ -681,7 +695,7 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     return {0, 0,
             hang ? "rank " + rank + " hangs before its next step; its peers wait in their collectives until it is found"
             : factor == 1.0 ? "rank " + rank + " steps at its normal speed again"
-                            : "each step of rank " + rank + " now takes " + r.args[1] + " times as long",
+                            : "the compute of rank " + rank + " now takes " + r.args[1] + " times as long (its collectives do not)",
             ""};
   }
   if (r.command == "loss") {
@@ -833,6 +847,11 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     return {0, 0, "world " + std::to_string(before) + " → " + std::to_string(policy_.world()) +
                       " ranks (the global batch stays); epoch " + std::to_string(policy_.epoch().value()),
             ""};
+  }
+  if (r.command == "rebalance") {
+    if (!admin_role)
+      return refuse();
+    return rebalance(r);
   }
   if (r.command == "checkpoint-now") {
     if (!admin_role)

@@ -69,10 +69,13 @@ class supervisor_actor : public caf::event_based_actor {
  private:
   struct rank_status {
     std::uint32_t node = 0;
+    std::uint32_t local_index = 0;
     std::uint32_t pid = 0;
     std::uint64_t step = 0;
     double loss = 0;
     std::int64_t step_ns = 0;
+    /// Forward and backward passes of the last step (a slowed rank's included).
+    std::int64_t compute_ns = 0;
     std::int64_t snapshot_ns = 0;
     std::uint64_t last_snapshot = 0;
     std::uint32_t restarts = 0;
@@ -110,6 +113,31 @@ class supervisor_actor : public caf::event_based_actor {
   /// Deletes committed checkpoints beyond checkpoint.keep, oldest first.
   void apply_retention();
   [[nodiscard]] std::filesystem::path checkpoint_dir() const;
+
+  // ---- data-parallel shares (supervisor_shares.cpp) ----
+  /// Folds a step's compute time into the speed of the rank's device slot.
+  void measure_speed(const progress_report& p);
+  /// Shares of a step's micro-batches for `placement`: "equal", "speeds" (the nodes' configured
+  /// speeds) or "measured" (the slots' measured speeds; a slot not measured yet counts at the
+  /// median measured speed times its node's configured speed). Errors: failed_precondition for
+  /// "measured" before any rank of the placement reported a step.
+  [[nodiscard]] expected<std::vector<std::uint32_t>> plan_shares(const std::vector<rank_slot>& placement,
+                                                                 const std::string& how) const;
+  /// The shares the epoch starting on `placement` runs with: an operator's `rebalance` while the
+  /// world keeps its size, else job.balance planned for this placement. An event when they change.
+  std::vector<std::uint32_t> shares_for_epoch(const std::vector<rank_slot>& placement);
+  /// rebalance [equal|speeds|measured]: new shares now, through a new epoch.
+  admin_reply rebalance(const admin_request& r);
+  /// "5, 5, 4, 2" (and the step's compute time they predict, relative to the equal split).
+  [[nodiscard]] std::string describe_shares(const std::vector<std::uint32_t>& shares, const std::vector<rank_slot>& placement) const;
+
+  /// Micro-batches each rank runs in this epoch, by rank.
+  std::vector<std::uint32_t> shares_;
+  /// Chosen by an operator; kept until the world changes size.
+  std::optional<std::vector<std::uint32_t>> operator_shares_;
+  /// Measured compute speed of each device slot (node, local index): micro-batches per second,
+  /// smoothed over its recent steps.
+  std::map<std::pair<std::uint32_t, std::uint32_t>, double> slot_speed_;
 
   struct persist_progress {
     epoch_t epoch;

@@ -866,6 +866,14 @@ std::vector<policy_action> supervisor_policy::scale(std::uint32_t new_world) {
   return out;
 }
 
+std::vector<policy_action> supervisor_policy::restart_epoch(const std::string& why) {
+  std::vector<policy_action> out;
+  if (state_ != job_state::running)
+    return out;
+  new_epoch(out, placement_, {}, why);
+  return out;
+}
+
 std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement,
                                                                    step_t step) {
   epoch_ = last_epoch;

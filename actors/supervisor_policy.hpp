@@ -251,6 +251,11 @@ class supervisor_policy {
   std::vector<policy_action> drain(node_id n);
   /// Resizes the data-parallel world to `world` ranks (at most the ranks the nodes can hold).
   std::vector<policy_action> scale(std::uint32_t world);
+  /// Starts a new epoch with the same ranks on the same slots, no process restarted: every rank
+  /// registers again and restores the newest snapshot all of them hold. How a change that the
+  /// ranks take only at an epoch's start (their micro-batch shares) reaches a running job.
+  /// Nothing happens unless the job is training.
+  std::vector<policy_action> restart_epoch(const std::string& why);
   /// After the supervisor's own restart: the reloaded epoch and placement; starts a new epoch.
   std::vector<policy_action> recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement, step_t step);
 

@@ -300,6 +300,11 @@ void worker_runtime::train(const start_training& start) {
     spdlog::debug("training task ready in {} ms", ns_since(task_start) / 1000000);
   }
   training::training_task* task = task_.get();
+  if (auto s = task->set_micro_batches(start.micro_batches); !s.ok()) {
+    spdlog::error("worker cannot take its micro-batch share: {}", s.message());
+    to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
+    return;
+  }
   t0 = clock_type::now();
   std::string source = "none";
   // Until the first anchor after it, snapshots keep the restore point.
@@ -343,16 +348,20 @@ void worker_runtime::train(const start_training& start) {
     if (interrupted())
       return;
     const auto step_start = previous_end.value_or(clock_type::now());
-    const auto compute_start = clock_type::now();
     auto r = task->step();
     if (!r) {
       if (!interrupted() && !comm->aborted())
         to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, r.error().message()}));
       return;
     }
-    if (const double factor = slow_factor_; factor > 1.0)
-      std::this_thread::sleep_for(std::chrono::nanoseconds{
-          static_cast<std::int64_t>(static_cast<double>(ns_since(compute_start)) * (factor - 1.0))});
+    // A slowed rank (fault drill) computes `factor` times longer, as on a slower device: its
+    // collectives are not slowed, and fewer micro-batches make it faster.
+    auto compute_ns = r->timings.compute.count();
+    if (const double factor = slow_factor_; factor > 1.0) {
+      const auto extra = static_cast<std::int64_t>(static_cast<double>(compute_ns) * (factor - 1.0));
+      std::this_thread::sleep_for(std::chrono::nanoseconds{extra});
+      compute_ns += extra;
+    }
     if (!previous_end)
       spdlog::debug("first step of epoch {} in {} ms", a.epoch.value(), ns_since(step_start) / 1000000);
     progress_report p{a.epoch,
@@ -360,7 +369,7 @@ void worker_runtime::train(const start_training& start) {
                       r->step,
                       r->loss,
                       ns_since(step_start),
-                      r->timings.compute.count(),
+                      compute_ns,
                       r->timings.communication.count(),
                       0,
                       tokens};

@@ -442,7 +442,10 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
   j.micro_batch = r.integer<std::uint32_t>("micro_batch", j.micro_batch, 1, 1 << 20);
   j.seed = r.integer<std::uint64_t>("seed", j.seed, 0, std::numeric_limits<std::int64_t>::max());
   j.data = r.string("data", j.data);
+  j.balance = r.string("balance", j.balance);
   r.finish();
+  if (j.balance != "equal" && j.balance != "speeds" && j.balance != "measured")
+    r.error("balance", "'" + j.balance + "' is not a way to share micro-batches: use \"equal\", \"speeds\" or \"measured\"");
 
   if (j.micro_batch > j.global_batch || j.global_batch % j.micro_batch != 0) {
     const auto key = r.has("micro_batch") ? "micro_batch" : "global_batch";
@@ -785,7 +788,8 @@ std::string to_toml(const spec& s) {
     << "global_batch = " << s.job.global_batch << "\n"
     << "micro_batch = " << s.job.micro_batch << "\n"
     << "seed = " << s.job.seed << "\n"
-    << "data = " << quote(s.job.data_file ? s.job.data_file->string() : s.job.data) << "\n";
+    << "data = " << quote(s.job.data_file ? s.job.data_file->string() : s.job.data) << "\n"
+    << "balance = " << quote(s.job.balance) << "\n";
   o << "\n[model]\n"
     << "layers = " << s.model.layers << "\n"
     << "heads = " << s.model.heads << "\n"

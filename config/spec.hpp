@@ -71,6 +71,12 @@ struct job_spec {
   std::string data = "synthetic";
   /// Absolute path of the text file when `data` is not "synthetic".
   std::optional<std::filesystem::path> data_file;
+  /// How a step's micro-batches are shared among the ranks: "equal" (the equal split; an
+  /// operator's `rebalance` changes it until the world changes), "speeds" (in proportion to the
+  /// nodes' configured `speed`, planned again for every new placement: reproducible), or
+  /// "measured" (from the ranks' measured compute speeds, planned again at every epoch start).
+  /// Default: "equal".
+  std::string balance = "equal";
 
   bool operator==(const job_spec&) const = default;
 };

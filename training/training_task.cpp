@@ -69,8 +69,8 @@ class data_parallel_task final : public training_task {
         world_(world),
         comm_(&comm) {}
 
-  status init(const config::spec& spec, const task_options& options) {
-    std::vector<std::uint32_t> counts = options.micro_batches_per_rank;
+  status set_micro_batches(std::span<const std::uint32_t> given) override {
+    std::vector<std::uint32_t> counts(given.begin(), given.end());
     if (counts.empty())
       counts = equal_split(micro_batches_, world_);
     if (counts.size() != static_cast<std::size_t>(world_))
@@ -84,6 +84,13 @@ class data_parallel_task final : public training_task {
     counts_ = std::move(counts);
     first_micro_ = std::accumulate(counts_.begin(), counts_.begin() + rank_, std::uint32_t{0});
     my_micro_ = counts_[static_cast<std::size_t>(rank_)];
+    return {};
+  }
+
+  std::span<const std::uint32_t> micro_batches() const noexcept override { return counts_; }
+
+  status init(const config::spec& spec, const task_options& options) {
+    RK_RETURN_IF_ERROR(set_micro_batches(options.micro_batches_per_rank));
 
     RK_ASSIGN_OR_RETURN(corpus data, load_corpus(spec.job, shape_.seq_len));
     sampler_.emplace(std::move(data), seed_, shape_.seq_len, micro_batch_);

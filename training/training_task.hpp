@@ -100,6 +100,14 @@ class training_task {
   /// `comm` must outlive the task.
   [[nodiscard]] virtual status rebind(transport::communicator& comm) = 0;
 
+  /// Sets how many of a step's micro-batches each rank runs, from the next step on (size = world
+  /// size, sum = global_batch / micro_batch, zeros allowed; empty: the equal split). Every rank of
+  /// the world must be given the same list. The same list reproduces a step bitwise; another list
+  /// gives the same step up to rounding. Errors: invalid_argument, and the task is unchanged.
+  [[nodiscard]] virtual status set_micro_batches(std::span<const std::uint32_t> counts) = 0;
+  /// The micro-batches of every rank in force.
+  [[nodiscard]] virtual std::span<const std::uint32_t> micro_batches() const noexcept = 0;
+
   [[nodiscard]] virtual int rank() const noexcept = 0;
   [[nodiscard]] virtual int world_size() const noexcept = 0;
   /// The device in words, e.g. "cpu (OpenBLAS ..., 1 thread)".

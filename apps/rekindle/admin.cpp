@@ -188,11 +188,17 @@ void print_status(const nlohmann::json& j) {
 }
 
 void print_ranks(const nlohmann::json& j) {
-  std::cout << "rank  node  state       step    step-time  restarts  last-snapshot\n";
-  for (const auto& r : j.value("ranks", nlohmann::json::array()))
+  // micro-batches: the rank's share of a step; speed: its measured micro-batches per second of compute.
+  std::cout << "rank  node  state       step    step-time  micro-batches  speed    restarts  last-snapshot\n";
+  for (const auto& r : j.value("ranks", nlohmann::json::array())) {
+    const auto& mb = r.contains("micro_batches") ? r["micro_batches"] : nlohmann::json();
+    const auto& speed = r.contains("speed") ? r["speed"] : nlohmann::json();
     std::cout << pad(std::to_string(r.value("rank", 0)), 6) << pad(r.value("node", ""), 6) << pad(r.value("state", ""), 12)
               << pad(std::to_string(r.value("step", 0)), 8) << pad(ms_text(r.value("step_time_s", 0.0)), 11)
+              << pad(mb.is_number() ? std::to_string(mb.get<unsigned>()) : "-", 15)
+              << pad(speed.is_number() ? fixed(speed.get<double>(), 0) + "/s" : "-", 9)
               << pad(std::to_string(r.value("restarts", 0)), 10) << r.value("last_snapshot", 0) << "\n";
+  }
 }
 
 void print_nodes(const nlohmann::json& j) {
@@ -425,7 +431,8 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
   }
   {
     auto o = std::make_shared<connection_options>();
-    auto* cmd = app.add_subcommand("ranks", "Every rank: node, state, step, step time, restarts, last snapshot");
+    auto* cmd = app.add_subcommand("ranks", "Every rank: node, state, step, step time, micro-batches per step, measured "
+                                            "speed, restarts, last snapshot");
     add_connection_options(cmd, *o);
     cmd->callback([o, &exit_code] { exit_code = show_status(*o, "ranks", print_ranks); });
   }
@@ -474,8 +481,8 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
                 exit_code);
   add_confirmed(app,
                 {"slow",
-                 "Fault drill: each step of a rank takes FACTOR times as long (1: normal again), as on a throttled "
-                 "device",
+                 "Fault drill: a rank's compute takes FACTOR times as long (1: normal again; its collectives are not "
+                 "slowed), as on a throttled or slower device",
                  "slow", "slow holds back every rank of the job", "rank",
                  {{"id", "The rank"}, {"factor", "How many times as long, from 1 to 100"}}},
                 exit_code);
@@ -521,6 +528,19 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
                 {"scale", "Resize the data-parallel world to RANKS ranks (the global batch stays)", "scale",
                  "scale restarts every rank in a new world", nullptr, {{"ranks", "The new number of ranks"}}},
                 exit_code);
+  {
+    auto how = std::make_shared<std::string>("measured");
+    add_confirmed(app,
+                  {"rebalance",
+                   "Share each step's micro-batches among the ranks anew: by their measured compute speeds (default), "
+                   "by the nodes' configured speeds, or equally; applied through a new epoch, every rank restoring its "
+                   "newest snapshot from memory. Kept until the world changes size",
+                   "rebalance", "rebalance restarts the epoch (the steps since the newest snapshot are trained again)",
+                   nullptr, {}},
+                  exit_code, [how] { return std::vector<std::string>{*how}; })
+        ->add_option("how", *how, "measured (default), speeds or equal")
+        ->check(CLI::IsMember({"measured", "speeds", "equal"}));
+  }
   add_confirmed(app,
                 {"stop", "Stop the job: every rank ends, state is kept", "stop", "stop is destructive", nullptr, {}},
                 exit_code);

@@ -32,6 +32,7 @@ const std::map<std::string, std::string, std::less<>>& destructive() {
       {"partition", "cut the two nodes off from each other"},
       {"drain", "move every rank off the node"},
       {"scale", "restart every rank in a world of a new size"},
+      {"rebalance", "restart the epoch with new micro-batch shares"},
       {"stop", "end the job"},
       {"replay", "inject every fault of the trace into the job"},
   };

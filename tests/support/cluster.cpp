@@ -18,10 +18,13 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
   data_ = dir_.path() / "data";
   std::string toml = "[cluster]\nname = \"test\"\nranks_per_node = " + std::to_string(options_.ranks_per_node) + "\n";
   for (const auto& n : node_names())
-    toml += "\n[[nodes]]\nname = \"" + n + "\"\nhost = \"127.0.0.1\"\n" + (n == "s0" ? "spare = true\n" : "");
+    toml += "\n[[nodes]]\nname = \"" + n + "\"\nhost = \"127.0.0.1\"\n" + (n == "s0" ? "spare = true\n" : "") +
+            (options_.speeds.contains(n) ? "speed = " + std::to_string(options_.speeds.at(n)) + "\n" : "");
   toml += "\n[job]\nname = \"test\"\nsteps = " + std::to_string(options_.steps) +
-          "\nglobal_batch = 8\nmicro_batch = 2\nseed = 7\n"
-          "\n[model]\nlayers = 2\nheads = 2\nwidth = 32\nseq_len = 16\n"
+          "\nglobal_batch = " + std::to_string(options_.global_batch) +
+          "\nmicro_batch = " + std::to_string(options_.micro_batch) + "\nseed = 7\n" +
+          (options_.balance.empty() ? std::string{} : "balance = \"" + options_.balance + "\"\n") +
+          "\n[model]\nlayers = 2\nheads = 2\nwidth = " + std::to_string(options_.width) + "\nseq_len = 16\n"
           "\n[checkpoint]\nsnapshot_every = " +
           std::to_string(options_.snapshot_every) + "\npersist_every = " + std::to_string(options_.persist_every) +
           "\nkeep = " + std::to_string(options_.keep) + "\n" +

@@ -31,6 +31,14 @@ struct cluster_options {
   std::string checkpoint_dir;
   /// Extra TOML appended to the file (e.g. "[recovery]\nmax_restarts_per_rank = 1\n").
   std::string extra;
+  std::uint32_t global_batch = 8;
+  std::uint32_t micro_batch = 2;
+  /// job.balance; empty: not written (the default).
+  std::string balance;
+  /// model.width (the embedded tiny model: 32).
+  std::uint32_t width = 32;
+  /// nodes' `speed`, by node name (others: not written).
+  std::map<std::string, double> speeds;
 };
 
 /// A rekindle cluster on loopback: one rekindled per node in a temporary data directory, the

@@ -301,6 +301,31 @@ TEST(supervisor_policy, pause_resume_stop_scale_and_drain) {
   EXPECT_EQ(all_of<finish_job>(a).at(0).reason, "operator");
 }
 
+TEST(supervisor_policy, restart_epoch_keeps_every_rank_on_its_slot_and_restores_the_newest_common_snapshot) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  EXPECT_TRUE(p.restart_epoch("shares").empty()) << "not before the job trains";
+  (void)start_job(p, 2);
+  snapshot_all(p, 20);
+  const auto before = p.placement();
+  auto a = p.restart_epoch("the micro-batch shares change");
+  EXPECT_EQ(p.epoch(), epoch_t{2});
+  EXPECT_EQ(p.state(), job_state::rendezvous);
+  EXPECT_EQ(p.placement(), before);
+  EXPECT_EQ(p.restarts(), 0u) << "nothing failed";
+  ASSERT_EQ(all_of<note_event>(a).size(), 1u);
+  EXPECT_NE(all_of<note_event>(a)[0].detail.find("the micro-batch shares change"), std::string::npos);
+  for (const auto& s : all_of<spawn_rank>(a))
+    EXPECT_EQ(s.delay, std::chrono::nanoseconds::zero());
+  const auto starts = all_ready(p);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].restore_step, step_t{20});
+  for (const auto& src : starts[0].sources)
+    EXPECT_EQ(src.where, state_source::kind::local_slot) << "each rank from its own memory";
+  (void)p.pause();
+  EXPECT_TRUE(p.restart_epoch("shares").empty()) << "not while paused";
+}
+
 TEST(supervisor_policy, a_restarted_supervisor_starts_a_new_epoch_once_nodes_return) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};

@@ -175,6 +175,10 @@ TEST(config, cross_field_rules) {
   e = only_error(parse_in(dir, "[cluster]\nranks_per_node = 8\n" + std::string{two_nodes} + "\n[job]\nglobal_batch = 8\nmicro_batch = 1\n"));
   EXPECT_EQ(e.field, "job.global_batch");
   EXPECT_NE(e.message.find("fewer than the 16 ranks"), std::string::npos);
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nbalance = \"fastest\"\n"));
+  EXPECT_EQ(e.field, "job.balance");
+  EXPECT_NE(e.message.find("'fastest' is not a way to share micro-batches"), std::string::npos) << e.message;
+  EXPECT_EQ(parse_in(dir, std::string{two_nodes} + "\n[job]\nbalance = \"measured\"\n").value->job.balance, "measured");
 }
 
 TEST(config, bad_duration_and_size_strings) {

@@ -424,6 +424,54 @@ TEST(training, a_survivor_rebinds_and_a_standby_takes_over_a_rank_bitwise_identi
   EXPECT_EQ(tasks[0]->rank(), 0);
 }
 
+TEST(training, shares_set_on_a_running_task_step_as_if_it_had_been_built_with_them) {
+  const auto spec = tiny_spec();  // 4 micro-batches per step
+  // Reference: built with shares {3, 1}.
+  const auto built = train(spec, {.world = 2, .steps = 6, .counts = {3, 1}});
+  // Equal shares for three steps, then {3, 1}: the later steps differ from the equal run only
+  // by rounding, and a run that switches at the same step reproduces itself bitwise.
+  const auto switched = [&] {
+    testing::thread_group group(2);
+    std::vector<std::vector<double>> losses(2);
+    group.run([&](int r, transport::communicator& comm) {
+      auto task = make_training_task(spec, r, 2, comm, cpu_options());
+      ASSERT_TRUE(task.has_value()) << task.error();
+      EXPECT_EQ(std::vector<std::uint32_t>((*task)->micro_batches().begin(), (*task)->micro_batches().end()),
+                (std::vector<std::uint32_t>{2, 2}));
+      for (int i = 0; i < 6; ++i) {
+        if (i == 3) {
+          const std::vector<std::uint32_t> counts{3, 1};
+          ASSERT_TRUE((*task)->set_micro_batches(counts).ok());
+        }
+        auto res = (*task)->step();
+        ASSERT_TRUE(res.has_value()) << res.error();
+        losses[static_cast<std::size_t>(r)].push_back(res->loss);
+      }
+    });
+    return losses;
+  };
+  const auto a = switched();
+  const auto b = switched();
+  EXPECT_EQ(a[0], a[1]) << "every rank has the step's loss";
+  EXPECT_EQ(a[0], b[0]) << "the same shares at the same step reproduce bitwise";
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_NEAR(a[0][i], built[0].losses[i], 1e-5 * built[0].losses[i]) << "step " << i;
+
+  // A bad list leaves the task as it was.
+  transport::unconnected_communicator nowhere(0, 2);
+  auto task = make_training_task(spec, 0, 2, nowhere, cpu_options({1, 3}));
+  ASSERT_TRUE(task.has_value()) << task.error();
+  const std::vector<std::uint32_t> three{1, 1, 2}, wrong_sum{2, 3};
+  auto s = (*task)->set_micro_batches(three);
+  EXPECT_EQ(s.code(), errc::invalid_argument);
+  EXPECT_NE(s.message().find("3 entries for a world of 2"), std::string::npos) << s;
+  s = (*task)->set_micro_batches(wrong_sum);
+  EXPECT_NE(s.message().find("sums to 5, a step has 4"), std::string::npos) << s;
+  EXPECT_EQ((*task)->micro_batches()[0], 1u);
+  EXPECT_TRUE((*task)->set_micro_batches({}).ok()) << "empty: the equal split";
+  EXPECT_EQ((*task)->micro_batches()[0], 2u);
+}
+
 TEST(training, equal_split_puts_the_remainder_first) {
   EXPECT_EQ(equal_split(4, 2), (std::vector<std::uint32_t>{2, 2}));
   EXPECT_EQ(equal_split(5, 3), (std::vector<std::uint32_t>{2, 2, 1}));

@@ -1,0 +1,128 @@
+// The supervisor's data-parallel shares: how many of a step's micro-batches each rank runs, planned
+// from the nodes' configured speeds or the ranks' measured compute speeds, and applied to the
+// running job through a new epoch (the ranks take their shares only at an epoch's start, so every
+// rank of a step agrees on them).
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "actors/supervisor_actor.hpp"
+#include "planner/micro_batches.hpp"
+#include "training/training_task.hpp"
+
+namespace rekindle::actors {
+
+namespace {
+
+std::uint32_t micro_batches_of(const config::spec& spec) { return spec.job.global_batch / spec.job.micro_batch; }
+
+}  // namespace
+
+void supervisor_actor::measure_speed(const progress_report& p) {
+  if (p.compute_ns <= 0 || p.rank.value() >= shares_.size())
+    return;
+  const auto it = ranks_.find(p.rank);
+  const auto count = shares_[p.rank.value()];
+  if (it == ranks_.end() || count == 0)
+    return;
+  const double speed = static_cast<double>(count) * 1e9 / static_cast<double>(p.compute_ns);
+  auto& v = slot_speed_[{it->second.node, it->second.local_index}];
+  v = v > 0 ? 0.9 * v + 0.1 * speed : speed;
+}
+
+expected<std::vector<std::uint32_t>> supervisor_actor::plan_shares(const std::vector<rank_slot>& placement,
+                                                                   const std::string& how) const {
+  const auto total = micro_batches_of(ctx_->spec);
+  if (how == "equal")
+    return training::equal_split(total, static_cast<int>(placement.size()));
+  const auto configured = [&](const rank_slot& s) {
+    return s.node.value() < ctx_->spec.nodes.size() ? ctx_->spec.nodes[s.node.value()].speed : 1.0;
+  };
+  std::vector<double> speeds;
+  speeds.reserve(placement.size());
+  if (how == "speeds") {
+    for (const auto& s : placement)
+      speeds.push_back(configured(s));
+    return planner::share_micro_batches(speeds, total);
+  }
+  if (how != "measured")
+    return status{errc::invalid_argument, "'" + how + "' is not a way to share micro-batches: use equal, speeds or measured"};
+  std::vector<double> known;
+  for (const auto& s : placement)
+    if (auto it = slot_speed_.find({s.node.value(), s.local_index}); it != slot_speed_.end())
+      known.push_back(it->second / configured(s));
+  if (known.empty())
+    return status{errc::failed_precondition, "no rank of the job has reported a step's compute time yet"};
+  std::nth_element(known.begin(), known.begin() + static_cast<std::ptrdiff_t>(known.size() / 2), known.end());
+  const double median = known[known.size() / 2];
+  for (const auto& s : placement) {
+    const auto it = slot_speed_.find({s.node.value(), s.local_index});
+    speeds.push_back(it != slot_speed_.end() ? it->second : median * configured(s));
+  }
+  return planner::share_micro_batches(speeds, total);
+}
+
+std::string supervisor_actor::describe_shares(const std::vector<std::uint32_t>& shares,
+                                              const std::vector<rank_slot>& placement) const {
+  std::string out;
+  for (std::size_t i = 0; i < shares.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(shares[i]);
+  // With every slot measured: the step's compute time these shares predict against equal shares.
+  const auto equal = training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(placement.size()));
+  double with = 0, without = 0;
+  for (std::size_t i = 0; i < placement.size() && i < shares.size(); ++i) {
+    const auto it = slot_speed_.find({placement[i].node.value(), placement[i].local_index});
+    if (it == slot_speed_.end() || it->second <= 0)
+      return out;
+    with = std::max(with, shares[i] / it->second);
+    without = std::max(without, equal[i] / it->second);
+  }
+  if (with > 0 && without > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (a step's compute predicted at %.2fx the time of equal shares)", with / without);
+    out += buf;
+  }
+  return out;
+}
+
+std::vector<std::uint32_t> supervisor_actor::shares_for_epoch(const std::vector<rank_slot>& placement) {
+  if (operator_shares_ && operator_shares_->size() != placement.size())
+    operator_shares_.reset();  // chosen for another world
+  std::vector<std::uint32_t> next;
+  if (operator_shares_) {
+    next = *operator_shares_;
+  } else if (auto planned = plan_shares(placement, ctx_->spec.job.balance); planned) {
+    next = std::move(*planned);
+  } else if (auto by_config = plan_shares(placement, "speeds"); by_config && ctx_->spec.job.balance == "measured") {
+    next = std::move(*by_config);  // nothing measured yet: the configured speeds
+  } else {
+    next = training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(placement.size()));
+  }
+  if (next != shares_) {
+    if (!shares_.empty() || next != training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(placement.size())))
+      event("shares", "micro-batches per rank: " + describe_shares(next, placement) +
+                          (operator_shares_ ? " (rebalanced by an operator)" : " (job.balance = " + ctx_->spec.job.balance + ")"));
+    shares_ = next;
+  }
+  return next;
+}
+
+admin_reply supervisor_actor::rebalance(const admin_request& r) {
+  const std::string how = r.args.empty() ? "measured" : r.args[0];
+  if (finished_ || policy_.state() != job_state::running)
+    return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not training", ""};
+  auto planned = plan_shares(policy_.placement(), how);
+  if (!planned)
+    return {0, planned.error().code() == errc::invalid_argument ? 2 : 3, planned.error().message(), ""};
+  if (*planned == shares_)
+    return {0, 0, "the shares stay " + describe_shares(*planned, policy_.placement()), ""};
+  operator_shares_ = *planned;
+  const auto text = describe_shares(*planned, policy_.placement());
+  execute(policy_.restart_epoch("rebalance (" + how + "): micro-batches per rank " + text));
+  return {0, 0, "micro-batches per rank " + text + "; epoch " + std::to_string(policy_.epoch().value()), ""};
+}
+
+}  // namespace rekindle::actors
