@@ -110,13 +110,22 @@ caf::behavior agent_actor::make_behavior() {
           w->peer.reset();
           // Its endpoint failed (a stopped process stops answering UCX's keep-alive too): the
           // worker cannot be reached, which is what a missed heartbeat would say a little later.
+          // A process that died closes its endpoint a moment before the reaper sees it exit: wait
+          // that moment, so that its exit, not its silence, is what the supervisor hears.
           if (w->rank && !w->retiring && !w->reported_unresponsive) {
             w->reported_unresponsive = true;
-            spdlog::warn("worker unreachable local={} rank={}: {}", w->local_index, w->rank->value(), e.reason);
-            to_supervisor(w->epoch, caf::make_message(rank_trouble{w->epoch, *w->rank, ctx_->node, true,
-                                                                   "connection to its worker lost: " + e.reason}));
+            delayed_send(this, std::chrono::milliseconds{50}, unreachable_atom::value, w->local_index, w->pid, e.reason);
           }
         }
+      },
+      [this](unreachable_atom, std::uint32_t local_index, std::int32_t pid, const std::string& reason) {
+        auto it = workers_.find(local_index);
+        if (it == workers_.end() || it->second.pid != pid || !it->second.rank || it->second.retiring)
+          return;  // it exited meanwhile (its exit was reported) or is no longer a rank
+        auto& w = it->second;
+        spdlog::warn("worker unreachable local={} rank={}: {}", w.local_index, w.rank->value(), reason);
+        to_supervisor(w.epoch, caf::make_message(rank_trouble{w.epoch, *w.rank, ctx_->node, true,
+                                                              "connection to its worker lost: " + reason}));
       },
       // ---- from workers ----
       [this](const envelope& from, const worker_hello& h) {
@@ -173,7 +182,13 @@ caf::behavior agent_actor::make_behavior() {
           if (w.epoch == s.epoch && w.rank && !w.retiring)
             to_worker(w, s.epoch, caf::make_message(s));
       },
-      [this](const envelope&, const snapshot_committed& c) { caf::anon_send(checkpoint_, c); },
+      [this](const envelope&, const snapshot_committed& c) {
+        caf::anon_send(checkpoint_, c);
+        // The ranks keep that step in their slots until a newer one is committed.
+        for (const auto& [i, w] : workers_)
+          if (w.rank && w.epoch == c.epoch)
+            to_worker(w, c.epoch, caf::make_message(c));
+      },
       [this](const envelope&, const persist_request& p) { caf::anon_send(checkpoint_, p); },
       [this](const envelope&, const kill_request& k) {
         if (auto* w = by_rank(k.rank)) {

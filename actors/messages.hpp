@@ -412,6 +412,7 @@ RK_INSPECT(admin_reply, x.id, x.code, x.text, x.json)
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using connect_atom = caf::atom_constant<caf::atom("connect")>;
 using spawn_atom = caf::atom_constant<caf::atom("spawn")>;
+using unreachable_atom = caf::atom_constant<caf::atom("unreach")>;
 
 /// The reaper thread saw a child process end (waitpid status).
 struct child_exited {

@@ -124,6 +124,8 @@ void supervisor_actor::open_recovery(const std::string& cause, std::optional<ran
 
 void supervisor_actor::execute(std::vector<policy_action> actions) {
   bool assigned = false;
+  const bool starts_epoch =
+      std::any_of(actions.begin(), actions.end(), [](const policy_action& a) { return std::holds_alternative<persist_epoch>(a); });
   std::map<node_id, assign_ranks> assigns;
   for (auto& action : actions) {
     if (auto* pe = std::get_if<persist_epoch>(&action)) {
@@ -229,6 +231,16 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       write_status(true);
     } else if (auto* ne = std::get_if<note_event>(&action)) {
       event(ne->kind, ne->detail, ne->rank, ne->node);
+      // A node the policy found silent (its own timer, before the messenger's) is a recovery
+      // too when its ranks move: opened here, before the epoch it starts.
+      if (ne->kind == "node_lost" && ne->node && starts_epoch) {
+        std::int64_t injected = 0;
+        if (auto inj = injected_nodes_.find(ne->node->value()); inj != injected_nodes_.end()) {
+          injected = inj->second;
+          injected_nodes_.erase(inj);
+        }
+        open_recovery("node " + ne->detail, {}, ne->node, injected);
+      }
     }
   }
   if (!assigned)
@@ -320,12 +332,8 @@ caf::behavior supervisor_actor::make_behavior() {
             spdlog::warn("the supervisor's own agent lost its connection ({}); waiting for it to reconnect", e.reason);
             return;
           }
-          std::int64_t injected = 0;
-          if (auto inj = injected_nodes_.find(n.value()); inj != injected_nodes_.end()) {
-            injected = inj->second;
-            injected_nodes_.erase(inj);
-          }
-          open_recovery("node " + ctx_->spec.nodes.at(n.value()).name + " lost (" + e.reason + ")", {}, n, injected);
+          // The recovery opens with the epoch the loss starts (not when the policy's own timer
+          // found the node first: then this is no news).
           execute(policy_.on_node_lost(n, e.reason));
           return;
         }

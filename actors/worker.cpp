@@ -91,6 +91,14 @@ class worker_actor : public caf::event_based_actor {
                                        .count();
           }
         },
+        [this](const envelope&, const snapshot_committed& c) {
+          std::lock_guard lock{rt_->mutex_};
+          if (c.epoch.value() > rt_->committed_epoch_ ||
+              (c.epoch.value() == rt_->committed_epoch_ && c.step.value() > rt_->committed_step_)) {
+            rt_->committed_epoch_ = c.epoch.value();
+            rt_->committed_step_ = c.step.value();
+          }
+        },
         [this](const envelope&, const job_finished& j) {
           rt_->abort_current(epoch_t{~std::uint64_t{0}});
           rt_->push(worker_runtime::finish{j.state});
@@ -311,6 +319,11 @@ void worker_runtime::train(const start_training& start) {
   std::optional<step_t> kept;
   if (start.restore_step.value() > 0)
     kept = start.restore_step;
+  // The newest step known to be held on enough nodes (the restore point until one is committed
+  // in this epoch): never overwritten, so that a node lost while replication lags (a daemon cut
+  // off while its ranks train on) still finds every rank's state of that step.
+  std::optional<step_t> protect = kept;
+  bool waiting_logged = false;
   if (start.restore_step.value() > 0) {
     std::optional<restore_source> failed;
     if (auto s = restore(start, *task, source, failed); !s.ok()) {
@@ -379,23 +392,54 @@ void worker_runtime::train(const start_training& start) {
       // every rank keeps the same step, whatever the timing of messages, so a restore finds it.
       const auto snap_start = clock_type::now();
       const auto before = slot_->steps();
-      auto half = slot_->begin_write(kept);
-      if (half && half->size() >= task->state_size() && task->export_state(*half).ok() &&
-          slot_->publish(r->step, task->state_size()).ok()) {
-        p.snapshot_ns = ns_since(snap_start);
-        if (is_anchor(r->step, every))
-          kept = r->step;
-        // This process is the slot's only writer: what it held before and not now was overwritten.
-        std::uint64_t dropped = ~std::uint64_t{0};
-        const auto after = slot_->steps();
+      {
+        std::lock_guard lock{mutex_};
+        if (committed_epoch_ == a.epoch.value() && (!protect || committed_step_ > protect->value()))
+          protect = step_t{committed_step_};
+      }
+      // A committed step newer than the kept anchor is as good to keep, and safer: keep it instead
+      // (else the two halves would hold the anchor and the commit, and nothing could be written).
+      if (protect && (!kept || *protect > *kept) && std::find(before.begin(), before.end(), *protect) != before.end())
+        kept = protect;
+      // The half this write takes: the one without `kept`, else the older one.
+      std::optional<step_t> overwritten;
+      if (kept && std::find(before.begin(), before.end(), *kept) != before.end()) {
         for (auto s : before)
-          if (std::find(after.begin(), after.end(), s) == after.end())
-            dropped = s.value();
-        to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
-                                                                task->state_size(), 0, dropped}));
+          if (s != *kept)
+            overwritten = s;
+      } else if (before.size() == 2) {
+        overwritten = before.front();
+      }
+      if (protect && overwritten == protect && kept != protect) {
+        // The newest anchor is not committed yet (its replica lags): skip this snapshot rather
+        // than lose the committed step; snapshots go on once the anchor is committed.
+        if (!waiting_logged)
+          spdlog::warn("rank {}: snapshot of step {} skipped: it would overwrite step {}, the newest committed, while "
+                       "step {} is not committed yet",
+                       a.rank.value(), r->step.value(), protect->value(), kept ? kept->value() : 0);
+        waiting_logged = true;
       } else {
-        spdlog::error("snapshot of step {} failed: {}", r->step.value(),
-                      half ? "export or publish failed" : half.error().message());
+        if (waiting_logged)
+          spdlog::info("rank {}: snapshots go on (step {} committed)", a.rank.value(), protect->value());
+        waiting_logged = false;
+        auto half = slot_->begin_write(kept);
+        if (half && half->size() >= task->state_size() && task->export_state(*half).ok() &&
+            slot_->publish(r->step, task->state_size()).ok()) {
+          p.snapshot_ns = ns_since(snap_start);
+          if (is_anchor(r->step, every))
+            kept = r->step;
+          // This process is the slot's only writer: what it held before and not now was overwritten.
+          std::uint64_t dropped = ~std::uint64_t{0};
+          const auto after = slot_->steps();
+          for (auto s : before)
+            if (std::find(after.begin(), after.end(), s) == after.end())
+              dropped = s.value();
+          to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
+                                                                  task->state_size(), 0, dropped}));
+        } else {
+          spdlog::error("snapshot of step {} failed: {}", r->step.value(),
+                        half ? "export or publish failed" : half.error().message());
+        }
       }
     }
     to_agent(a.epoch, caf::make_message(p));

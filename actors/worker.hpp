@@ -123,6 +123,10 @@ class worker_runtime {
   std::atomic<std::int64_t> stall_until_ns_{0};
   /// The epoch the stall was ordered in: a new epoch (the world without the far side) trains at once.
   std::atomic<std::uint64_t> stall_epoch_{0};
+  /// The newest step every rank holds on enough nodes (snapshot_committed), and its epoch; under
+  /// mutex_. The slot never overwrites it: a node lost now restores from there at worst.
+  std::uint64_t committed_epoch_ = 0;
+  std::uint64_t committed_step_ = 0;
 };
 
 }  // namespace rekindle::actors

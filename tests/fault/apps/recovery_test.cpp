@@ -209,6 +209,36 @@ TEST(recovery, without_a_spare_the_world_shrinks_and_training_finishes) {
       << c.log("n0");
 }
 
+TEST(recovery, a_node_whose_daemon_stops_while_its_ranks_train_on_is_lost_and_the_job_restores_a_committed_step) {
+  // n1's daemon stops (SIGSTOP) while its ranks go on training with n0's: no replica of theirs
+  // reaches n0 and nothing new is committed, but the ranks on n0 keep overwriting their slots.
+  // When n1 is found lost, the newest step every rank still holds on n0 is the last committed
+  // one, because no slot overwrites it before a newer one is committed. (Without that, n0's
+  // slots held only steps newer than any replica of n1's ranks, and training restarted from 0.)
+  testing::local_cluster c{{.steps = 100000000}};
+  c.start_all();
+  wait_committed(c, 40);
+  c.signal_node("n1", SIGSTOP);
+  const auto stopped_at = c.status().value("committed_step", std::uint64_t{0});
+  ASSERT_TRUE(c.wait_for([](const nlohmann::json& s) { return s.value("world", 0) == 2 && s.value("state", "") == "running"; },
+                         60s))
+      << c.status().dump(2) << c.log("n0");
+  c.signal_node("n1", SIGCONT);
+  ASSERT_TRUE(c.wait_for(
+      [](const nlohmann::json& s) {
+        const auto& r = s["recoveries"];
+        return !r.empty() && r.back().value("done", false);
+      },
+      60s))
+      << c.log("n0");
+  const auto s = c.status();
+  const auto& rec = s["recoveries"].back();
+  EXPECT_NE(rec.value("source", ""), "none") << "restored from memory, not from scratch: " << rec.dump() << c.log("n0");
+  EXPECT_GE(rec.value("restored_step", std::uint64_t{0}), stopped_at)
+      << "at least the step committed when n1's daemon stopped: " << rec.dump() << c.log("n0");
+  EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
+}
+
 TEST(recovery, a_restarted_supervisor_resumes_the_job_with_the_same_final_loss) {
   const testing::cluster_options o{.steps = steps};
   const double expected = reference_loss(o);
