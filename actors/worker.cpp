@@ -324,6 +324,7 @@ void worker_runtime::train(const start_training& start) {
   // off while its ranks train on) still finds every rank's state of that step.
   std::optional<step_t> protect = kept;
   bool waiting_logged = false;
+  std::uint64_t skipped = 0;
   if (start.restore_step.value() > 0) {
     std::optional<restore_source> failed;
     if (auto s = restore(start, *task, source, failed); !s.ok()) {
@@ -401,28 +402,45 @@ void worker_runtime::train(const start_training& start) {
       // (else the two halves would hold the anchor and the commit, and nothing could be written).
       if (protect && (!kept || *protect > *kept) && std::find(before.begin(), before.end(), *protect) != before.end())
         kept = protect;
-      // The half this write takes: the one without `kept`, else the older one.
+      // Every rank writes every anchor, whatever it has heard (a commit needs all ranks to hold
+      // the same step): when the slot holds the committed step and an older anchor not committed
+      // yet, a new anchor replaces that older one.
+      const bool anchor = is_anchor(r->step, every);
+      std::optional<step_t> keep = kept;
+      if (anchor && protect && kept != protect && std::find(before.begin(), before.end(), *protect) != before.end())
+        keep = protect;
+      // The half this write takes: the one without `keep`, else the older one.
       std::optional<step_t> overwritten;
-      if (kept && std::find(before.begin(), before.end(), *kept) != before.end()) {
+      if (keep && std::find(before.begin(), before.end(), *keep) != before.end()) {
         for (auto s : before)
-          if (s != *kept)
+          if (s != *keep)
             overwritten = s;
       } else if (before.size() == 2) {
         overwritten = before.front();
       }
-      if (protect && overwritten == protect && kept != protect) {
+      if (!anchor && protect && overwritten == protect && kept != protect) {
         // The newest anchor is not committed yet (its replica lags): skip this snapshot rather
         // than lose the committed step; snapshots go on once the anchor is committed.
-        if (!waiting_logged)
-          spdlog::warn("rank {}: snapshot of step {} skipped: it would overwrite step {}, the newest committed, while "
-                       "step {} is not committed yet",
-                       a.rank.value(), r->step.value(), protect->value(), kept ? kept->value() : 0);
-        waiting_logged = true;
+        // A short wait is the replica's usual latency; a long one is worth a line in the log.
+        ++skipped;
+        if (skipped == 2 * snapshots_per_anchor) {
+          spdlog::warn("rank {}: snapshots wait: {} skipped since step {}, the newest committed, because step {} is "
+                       "not committed yet (its replica lags)",
+                       a.rank.value(), skipped, protect->value(), kept ? kept->value() : 0);
+          waiting_logged = true;
+        }
+        // Its replica may never have been made (the buddy not known yet, a copy overtaken): once
+        // an anchor interval, ask the node for it again, or the commit it waits for never comes.
+        if (kept && skipped % snapshots_per_anchor == 0)
+          to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, *kept,
+                                                                  task->state_size(), 0, ~std::uint64_t{0}}));
       } else {
         if (waiting_logged)
-          spdlog::info("rank {}: snapshots go on (step {} committed)", a.rank.value(), protect->value());
+          spdlog::info("rank {}: snapshots go on after {} skipped (step {} committed)", a.rank.value(), skipped,
+                       protect ? protect->value() : 0);
+        skipped = 0;
         waiting_logged = false;
-        auto half = slot_->begin_write(kept);
+        auto half = slot_->begin_write(keep);
         if (half && half->size() >= task->state_size() && task->export_state(*half).ok() &&
             slot_->publish(r->step, task->state_size()).ok()) {
           p.snapshot_ns = ns_since(snap_start);
