@@ -47,8 +47,9 @@ constexpr key_def c32(std::string_view n, std::uint32_t model::*m) {
   return {n, value_type::count32, nullptr, nullptr, nullptr, m, 0};
 }
 
-constexpr std::array<key_def, 27> keys{{
+constexpr std::array<key_def, 28> keys{{
     dur("step_time", &model::step_time, 1),
+    {"compute_share", value_type::share, nullptr, nullptr, &model::compute_share, nullptr, 0},
     siz("state_size", &model::state_size, 1),
     cnt("steps", &model::steps, 0),
     cnt("snapshot_every", &model::snapshot_every, 1),

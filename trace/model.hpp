@@ -23,6 +23,9 @@ struct model {
   // ---- training
   /// One optimizer step of the initial world at full speed. Default: 5s.
   nanoseconds step_time = std::chrono::seconds{5};
+  /// The part of a step that is compute (forward and backward passes), which a `slow` fault
+  /// stretches; the rest (collectives, optimizer) it does not. Default: 1 (a step is all compute).
+  double compute_share = 1.0;
   /// Bytes of state (parameters, optimizer shard, data cursor) per rank. Default: 8GiB.
   std::uint64_t state_size = std::uint64_t{8} << 30;
   /// Steps of the job; 0 trains until the end of the trace. Default: 0.

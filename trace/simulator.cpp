@@ -221,8 +221,10 @@ class simulator {
   // ---- training ------------------------------------------------------------------------------
 
   [[nodiscard]] std::int64_t step_duration() const {
+    // A slow rank stretches the compute part of the step; the step waits for the slowest rank.
+    const double slowed = 1.0 - m_.compute_share + m_.compute_share * slow_factor_;
     const double ns = static_cast<double>(m_.step_time.count()) * (static_cast<double>(world0_) / std::max<std::uint32_t>(world_, 1)) *
-                      slow_factor_;
+                      slowed;
     return std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(ns)));
   }
 

@@ -156,26 +156,65 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     std::cerr << "rekindle: the job is " << first->value("state", "") << ", not training\n";
     return 3;
   }
-  // The failure-free step rate of this run, measured now, while watching the job as the replay
-  // does (each look costs the machine a little): what the wall time would have bought.
+  // The failure-free step rate of this run, measured before the replay and again after it, while
+  // watching the job as the replay does (each look costs the machine a little): what the wall
+  // time would have bought. Two spells, one on each side, so that a machine whose speed drifts
+  // during the replay is measured at its mean.
   const auto poll = std::chrono::milliseconds{250};
-  const auto base_start = clock_type::now();
-  const auto base_step = first->value("step", std::uint64_t{0});
   auto s = first;
-  while (clock_type::now() - base_start < std::chrono::duration<double>(baseline_s)) {
-    std::this_thread::sleep_for(poll);
-    s = status_of(o, session);
-    if (!s)
-      return 1;
-  }
-  const double base_rate = static_cast<double>(s->value("step", std::uint64_t{0}) - base_step) /
-                           std::chrono::duration<double>(clock_type::now() - base_start).count();
+  struct spell {
+    std::uint64_t steps = 0;
+    double seconds = 0;
+  };
+  // And the part of a step that is compute (what a slow rank stretches), from the same looks.
+  double compute_share_sum = 0;
+  std::size_t compute_share_n = 0;
+  const auto measure = [&]() -> std::optional<spell> {
+    const auto t0 = clock_type::now();
+    const auto step0 = s->value("step", std::uint64_t{0});
+    while (clock_type::now() - t0 < std::chrono::duration<double>(baseline_s)) {
+      std::this_thread::sleep_for(poll);
+      auto next = status_of(o, session);
+      if (!next)
+        return std::nullopt;
+      s = std::move(next);
+      if (ended(*s))
+        break;
+      for (const auto& r : s->value("ranks", json::array()))
+        if (const double step = r.value("step_time_s", 0.0); step > 0) {
+          compute_share_sum += std::min(1.0, r.value("compute_time_s", 0.0) / step);
+          ++compute_share_n;
+        }
+    }
+    return spell{s->value("step", std::uint64_t{0}) - step0, std::chrono::duration<double>(clock_type::now() - t0).count()};
+  };
+  // A warm standby starting up (at the job's start, and after each failure that used one) takes
+  // the machine's cores from training: the baseline is measured once every node has one ready
+  // (10 s at most), as the job would train all along.
+  const auto wait_for_standbys = [&] {
+    const auto until = clock_type::now() + std::chrono::seconds{10};
+    while (clock_type::now() < until) {
+      const auto& nodes = s->value("nodes", json::array());
+      if (std::all_of(nodes.begin(), nodes.end(), [](const json& n) {
+            return !n.value("up", false) || n.value("standby_ready", false);
+          }))
+        return;
+      std::this_thread::sleep_for(poll);
+      if (auto next = status_of(o, session))
+        s = std::move(next);
+    }
+  };
+  wait_for_standbys();
+  const auto before = measure();
+  if (!before)
+    return 1;
+  const double rate_before = before->seconds > 0 ? static_cast<double>(before->steps) / before->seconds : 0;
   const auto start = clock_type::now();
   const auto start_step = s->value("step", std::uint64_t{0});
   const auto since = [&] { return std::chrono::duration<double>(clock_type::now() - start).count(); };
   if (!o.json)
     std::cout << "replaying " << events.size() << " event(s) from " << file << " at speed " << speed << "; baseline "
-              << std::lround(base_rate) << " steps/s\n";
+              << std::lround(rate_before) << " steps/s\n";
   std::vector<injected> done;
   // Slow drills with a duration end by themselves: (time, rank).
   std::vector<std::pair<double, std::uint32_t>> ends;
@@ -243,16 +282,39 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   }
   const double wall = since();
   const auto end_step = s->value("step", std::uint64_t{0});
+  const bool was_settled = settled(*s);
+  const auto recs = s->value("recoveries", json::array());
+  // The second baseline spell, once every recovery is over (a job that ended has none).
+  std::optional<spell> after;
+  if (!ended(*s) && was_settled && baseline_s > 0) {
+    if (!o.json)
+      std::cout << "measuring the step rate again for " << baseline_s << " s" << std::endl;
+    wait_for_standbys();
+    after = measure();
+    if (after && ended(*s))
+      after.reset();
+  }
+  const double base_rate = after && after->seconds > 0
+                               ? static_cast<double>(before->steps + after->steps) / (before->seconds + after->seconds)
+                               : rate_before;
   const double ratio = base_rate > 0 && wall > 0 ? static_cast<double>(end_step - start_step) / (base_rate * wall) : 0;
   // Each event's recovery: the first that began after it and before the next event.
-  const auto& recs = s->value("recoveries", json::array());
   json out{{"file", file},
            {"events", json::array()},
            {"wall_s", wall},
            {"baseline_steps_per_s", base_rate},
+           {"baseline_before_steps_per_s", rate_before},
+           {"baseline_after_steps_per_s",
+            after && after->seconds > 0 ? json(static_cast<double>(after->steps) / after->seconds) : json(nullptr)},
            {"steps", end_step - start_step},
+           // How far the two baseline spells disagree, relative to their mean: the uncertainty of the
+           // ratio that comes from the machine's own drift.
+           {"baseline_drift",
+            after && after->seconds > 0 && base_rate > 0
+                ? json(std::abs(static_cast<double>(after->steps) / after->seconds - rate_before) / base_rate)
+                : json(nullptr)},
            {"effective_ratio", ratio},
-           {"settled", settled(*s)}};
+           {"settled", was_settled}};
   std::uint64_t lost = 0;
   for (std::size_t i = 0; i < done.size(); ++i) {
     const auto& in = done[i];
@@ -273,6 +335,8 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     const auto& spec = where->spec;
     trace::model m;
     m.step_time = std::chrono::nanoseconds{static_cast<std::int64_t>(1e9 / base_rate)};
+    if (compute_share_n > 0)
+      m.compute_share = compute_share_sum / static_cast<double>(compute_share_n);
     m.snapshot_every = spec.checkpoint.snapshot_every;
     m.snapshot_stall = std::chrono::nanoseconds::zero();  // in the baseline rate already
     m.persist_every = spec.checkpoint.persist_every;
@@ -309,6 +373,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
         out["simulated"] = {{"effective_ratio", sim->ratio()},
                             {"recoveries", sim->recoveries},
                             {"step_time_s", 1.0 / base_rate},
+                            {"compute_share", m.compute_share},
                             {"process_start_s", respawn / n},
                             {"rendezvous_s", rendezvous / n},
                             {"restore_s", restore / n}};
@@ -319,7 +384,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   }
   if (o.json) {
     std::cout << out.dump(2) << "\n";
-    return settled(*s) ? 0 : 1;
+    return was_settled ? 0 : 1;
   }
   std::cout << "\nline  event                     detect   respawn  rendezvous  restore  total      lost  restored-from\n";
   for (const auto& ej : out["events"]) {
@@ -341,19 +406,29 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   char summary[256];
   std::snprintf(summary, sizeof summary,
                 "\n%zu event(s) in %.1f s: %llu steps trained, %llu lost; effective training time %.1f%% of the wall "
-                "time (baseline %.0f steps/s)\n",
+                "time (baseline %.0f steps/s",
                 done.size(), wall, static_cast<unsigned long long>(end_step - start_step),
                 static_cast<unsigned long long>(lost), ratio * 100.0, base_rate);
   std::cout << summary;
+  if (after && after->seconds > 0)
+    std::cout << ": " << std::lround(rate_before) << " before, "
+              << std::lround(static_cast<double>(after->steps) / after->seconds) << " after";
+  std::cout << ")\n";
+  if (after && after->seconds > 0 && base_rate > 0) {
+    const double drift = std::abs(static_cast<double>(after->steps) / after->seconds - rate_before) / base_rate;
+    if (drift > 0.15)
+      std::cout << "the machine's step rate moved by " << std::lround(drift * 100)
+                << "% between the baseline before and after: the ratio is uncertain by about as much\n";
+  }
   if (simulated) {
     std::snprintf(summary, sizeof summary,
                   "simulated with the durations measured here: %.1f%% (live %.1f%%, %+.1f percentage points)\n",
                   *simulated * 100.0, ratio * 100.0, (*simulated - ratio) * 100.0);
     std::cout << summary;
   }
-  if (!settled(*s))
+  if (!was_settled)
     std::cout << "not settled: a recovery was still running after " << settle_s << " s\n";
-  return settled(*s) ? 0 : 1;
+  return was_settled ? 0 : 1;
 }
 
 }  // namespace
@@ -370,7 +445,7 @@ void add_replay_command(CLI::App& app, int& exit_code) {
   add_connection_options(cmd, *o);
   cmd->add_option("file", *file, "The trace (JSON Lines, docs/TRACES.md)")->required();
   cmd->add_option("--speed", *speed, "Trace seconds per wall second (default 1)")->check(CLI::Range(0.001, 1e6));
-  cmd->add_option("--baseline", *baseline, "Seconds of failure-free training measured first (default 3)")
+  cmd->add_option("--baseline", *baseline, "Seconds of failure-free training measured before the replay, and again after it (default 3)")
       ->check(CLI::Range(0.5, 600.0));
   cmd->add_option("--settle", *settle, "Seconds to wait for the last recovery to finish (default 120)")
       ->check(CLI::Range(1.0, 86400.0));

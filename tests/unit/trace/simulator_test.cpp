@@ -108,6 +108,23 @@ TEST(simulator, a_hang_is_found_by_its_silence_and_only_the_stuck_rank_is_killed
   EXPECT_NEAR(accounted(r), r.wall, 1e-6);
 }
 
+TEST(simulator, a_slow_rank_stretches_only_the_compute_share_of_a_step) {
+  auto cluster = cluster_shape::compact(4, 2);
+  auto slow = at(100, fault_kind::slow, fault_target::of_rank(1));
+  slow.factor = 3;
+  slow.duration = 100;
+  auto m = simple_model();
+  m.snapshot_every = 1000000;  // no snapshot stalls in the way
+  // All compute: a step takes 3 s while it lasts, two thirds of the 100 s are lost to it.
+  auto r = run(trace_of(1000, {slow}), *cluster, m);
+  EXPECT_NEAR(r.lost_in(lost::degraded), 100.0 * 2 / 3, 2.0);
+  // Half compute: a step takes 1.5 + 0.5 = 2 s, half of the 100 s is lost.
+  m.compute_share = 0.5;
+  r = run(trace_of(1000, {slow}), *cluster, m);
+  EXPECT_NEAR(r.lost_in(lost::degraded), 50.0, 2.0);
+  EXPECT_NEAR(accounted(r), r.wall, 1e-6);
+}
+
 TEST(simulator, a_short_hang_resumes_by_itself) {
   auto cluster = cluster_shape::compact(4, 2);
   auto hang = at(105.25, fault_kind::hang, fault_target::of_rank(1));
