@@ -171,7 +171,15 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   std::size_t compute_share_n = 0;
   const auto measure = [&]() -> std::optional<spell> {
     const auto t0 = clock_type::now();
-    const auto step0 = s->value("step", std::uint64_t{0});
+    // The slowest rank's step: what the job actually trains, steps trained again after a
+    // rollback included (the job's step, the highest reached, stands still while they are).
+    const auto trained = [&] {
+      std::uint64_t low = ~std::uint64_t{0};
+      for (const auto& r : s->value("ranks", json::array()))
+        low = std::min(low, r.value("step", std::uint64_t{0}));
+      return low == ~std::uint64_t{0} ? s->value("step", std::uint64_t{0}) : low;
+    };
+    const auto step0 = trained();
     while (clock_type::now() - t0 < std::chrono::duration<double>(baseline_s)) {
       std::this_thread::sleep_for(poll);
       auto next = status_of(o, session);
@@ -186,7 +194,8 @@ int replay(const connection_options& o, const std::string& file, double speed, d
           ++compute_share_n;
         }
     }
-    return spell{s->value("step", std::uint64_t{0}) - step0, std::chrono::duration<double>(clock_type::now() - t0).count()};
+    const auto step1 = trained();
+    return spell{step1 > step0 ? step1 - step0 : 0, std::chrono::duration<double>(clock_type::now() - t0).count()};
   };
   // A warm standby starting up (at the job's start, and after each failure that used one) takes
   // the machine's cores from training: the baseline is measured once every node has one ready
