@@ -323,8 +323,10 @@ void worker_runtime::train(const start_training& start) {
   // in this epoch): never overwritten, so that a node lost while replication lags (a daemon cut
   // off while its ranks train on) still finds every rank's state of that step.
   std::optional<step_t> protect = kept;
-  bool waiting_logged = false;
+  // Snapshots skipped in a row while the newest anchor waits for its commit; a wait this long is
+  // logged.
   std::uint64_t skipped = 0;
+  constexpr std::uint64_t long_wait = 2 * snapshots_per_anchor;
   if (start.restore_step.value() > 0) {
     std::optional<restore_source> failed;
     if (auto s = restore(start, *task, source, failed); !s.ok()) {
@@ -389,8 +391,8 @@ void worker_runtime::train(const start_training& start) {
                       tokens};
     if (r->step.value() % every == 0) {
       // The training stall: export straight into the slot's free half, publish. The half it
-      // writes keeps the newest anchor (or the restore point until the first anchor after it):
-      // every rank keeps the same step, whatever the timing of messages, so a restore finds it.
+      // writes keeps the newest anchor (or the restore point until the first anchor after it),
+      // and never the newest committed step (below).
       const auto snap_start = clock_type::now();
       const auto before = slot_->steps();
       {
@@ -409,42 +411,29 @@ void worker_runtime::train(const start_training& start) {
       std::optional<step_t> keep = kept;
       if (anchor && protect && kept != protect && std::find(before.begin(), before.end(), *protect) != before.end())
         keep = protect;
-      // The half this write takes: the one without `keep`, else the older one.
-      std::optional<step_t> overwritten;
-      if (keep && std::find(before.begin(), before.end(), *keep) != before.end()) {
-        for (auto s : before)
-          if (s != *keep)
-            overwritten = s;
-      } else if (before.size() == 2) {
-        overwritten = before.front();
-      }
-      if (!anchor && protect && overwritten == protect && kept != protect) {
+      if (!anchor && protect && kept != protect && slot_->overwritten_by(keep) == protect) {
         // The newest anchor is not committed yet (its replica lags): skip this snapshot rather
         // than lose the committed step; snapshots go on once the anchor is committed.
         // A short wait is the replica's usual latency; a long one is worth a line in the log.
-        ++skipped;
-        if (skipped == 2 * snapshots_per_anchor) {
+        if (++skipped == long_wait)
           spdlog::warn("rank {}: snapshots wait: {} skipped since step {}, the newest committed, because step {} is "
                        "not committed yet (its replica lags)",
                        a.rank.value(), skipped, protect->value(), kept ? kept->value() : 0);
-          waiting_logged = true;
-        }
         // Its replica may never have been made (the buddy not known yet, a copy overtaken): once
         // an anchor interval, ask the node for it again, or the commit it waits for never comes.
         if (kept && skipped % snapshots_per_anchor == 0)
           to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, *kept,
                                                                   task->state_size(), 0, ~std::uint64_t{0}}));
       } else {
-        if (waiting_logged)
+        if (skipped >= long_wait)
           spdlog::info("rank {}: snapshots go on after {} skipped (step {} committed)", a.rank.value(), skipped,
                        protect ? protect->value() : 0);
         skipped = 0;
-        waiting_logged = false;
         auto half = slot_->begin_write(keep);
         if (half && half->size() >= task->state_size() && task->export_state(*half).ok() &&
             slot_->publish(r->step, task->state_size()).ok()) {
           p.snapshot_ns = ns_since(snap_start);
-          if (is_anchor(r->step, every))
+          if (anchor)
             kept = r->step;
           // This process is the slot's only writer: what it held before and not now was overwritten.
           std::uint64_t dropped = ~std::uint64_t{0};

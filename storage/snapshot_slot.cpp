@@ -305,15 +305,9 @@ expected<std::span<std::byte>> snapshot_slot::begin_write(std::optional<step_t> 
   std::uint32_t active = u32_at(base_, off_active).load(std::memory_order_acquire);
   std::uint32_t h = active == 0 ? 1 : 0;
   // Step 0: the inactive half holds the step to keep (and the active one does not).
-  if (keep && active <= 1) {
-    const auto holds = [&](std::uint32_t x) {
-      return u32_at(base_, desc(x, d_state)).load(std::memory_order_acquire) == half_published &&
-             u64_at(base_, desc(x, d_step)).load(std::memory_order_relaxed) == keep->value();
-    };
-    if (holds(h) && !holds(active)) {
-      u32_at(base_, off_active).store(h, std::memory_order_release);
-      std::swap(active, h);
-    }
+  if (swaps_for(active, keep)) {
+    u32_at(base_, off_active).store(h, std::memory_order_release);
+    std::swap(active, h);
   }
   // Step 1.
   auto seq = u64_at(base_, desc(h, d_sequence));
@@ -324,6 +318,25 @@ expected<std::span<std::byte>> snapshot_slot::begin_write(std::optional<step_t> 
   std::atomic_thread_fence(std::memory_order_release);
   writing_ = h;
   return std::span<std::byte>{half_data(h), capacity_};
+}
+
+bool snapshot_slot::swaps_for(std::uint32_t active, std::optional<step_t> keep) const {
+  if (!keep || active > 1)
+    return false;
+  const auto holds = [&](std::uint32_t x) {
+    return u32_at(base_, desc(x, d_state)).load(std::memory_order_acquire) == half_published &&
+           u64_at(base_, desc(x, d_step)).load(std::memory_order_relaxed) == keep->value();
+  };
+  return holds(active == 0 ? 1 : 0) && !holds(active);
+}
+
+std::optional<step_t> snapshot_slot::overwritten_by(std::optional<step_t> keep) const {
+  RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
+  const std::uint32_t active = u32_at(base_, off_active).load(std::memory_order_acquire);
+  const std::uint32_t h = swaps_for(active, keep) ? active : (active == 0 ? 1 : 0);
+  if (u32_at(base_, desc(h, d_state)).load(std::memory_order_acquire) != half_published)
+    return std::nullopt;
+  return step_t{u64_at(base_, desc(h, d_step)).load(std::memory_order_relaxed)};
 }
 
 status snapshot_slot::publish(step_t step, std::uint64_t length, std::optional<std::uint64_t> checksum) {

@@ -133,6 +133,9 @@ class snapshot_slot {
   /// half is overwritten instead, after the kept one is made active again (step 0 below), so the
   /// slot never loses `keep`. Errors: unavailable (another live writer).
   [[nodiscard]] expected<std::span<std::byte>> begin_write(std::optional<step_t> keep = {});
+  /// The published step that `begin_write(keep)` would overwrite now (none: its half is empty).
+  /// The writer asks before it writes, to spare a step it must not lose.
+  [[nodiscard]] std::optional<step_t> overwritten_by(std::optional<step_t> keep) const;
   /// Steps 3–5: publishes the first `length` bytes of the half `begin_write` returned. Computes
   /// the checksum when none is given. Errors: failed_precondition (no begin_write),
   /// resource_exhausted (length > capacity()).
@@ -159,6 +162,9 @@ class snapshot_slot {
   [[nodiscard]] expected<snapshot_info> copy_latest(std::span<std::byte> out) const;
 
  private:
+  /// Step 0 of the publish protocol: whether the inactive half holds `keep` and the active one
+  /// does not, so that the two swap roles before a write.
+  [[nodiscard]] bool swaps_for(std::uint32_t active, std::optional<step_t> keep) const;
   snapshot_slot(std::string name, std::byte* base, std::size_t size, std::uint64_t capacity) noexcept;
   void release() noexcept;
   [[nodiscard]] status claim_writer();

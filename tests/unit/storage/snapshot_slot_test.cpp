@@ -50,6 +50,28 @@ long minor_faults() {
   return u.ru_minflt;
 }
 
+TEST_F(slot_fixture, overwritten_by_names_the_step_begin_write_would_replace) {
+  auto slot = make(4096);
+  const auto put = [&](std::uint64_t step, std::optional<step_t> keep = {}) {
+    auto half = slot.begin_write(keep);
+    ASSERT_TRUE(half.has_value()) << half.to_status();
+    ASSERT_TRUE(slot.publish(step_t{step}, 16).ok());
+  };
+  EXPECT_EQ(slot.overwritten_by({}), std::nullopt) << "an empty slot loses nothing";
+  put(30);
+  EXPECT_EQ(slot.overwritten_by({}), std::nullopt) << "the other half is still empty";
+  // A rollback: step 20 is written after step 30. The next write takes the half written first
+  // (30), not the lower step.
+  put(20);
+  EXPECT_EQ(slot.overwritten_by({}), step_t{30});
+  EXPECT_EQ(slot.overwritten_by(step_t{20}), step_t{30});
+  // Keeping the older half's step makes the newer one go instead.
+  EXPECT_EQ(slot.overwritten_by(step_t{30}), step_t{20});
+  put(25, step_t{30});
+  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{25}, step_t{30}})) << "as predicted, 20 went";
+  EXPECT_EQ(slot.overwritten_by(step_t{99}), step_t{30}) << "a step it does not hold keeps nothing";
+}
+
 TEST_F(slot_fixture, names_differ_by_data_dir_job_and_rank) {
   testing::temp_dir other{"rekindle-slot"};
   EXPECT_NE(snapshot_slot::name_for(dir.path(), "unit", 0), snapshot_slot::name_for(other.path(), "unit", 0));
