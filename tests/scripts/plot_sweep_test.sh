@@ -2,6 +2,7 @@
 # scripts/plot-sweep: usage errors exit 2, a missing gnuplot exits 1 naming the package, and with
 # gnuplot present a sweep's data becomes a PNG and an SVG.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 plot=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -22,24 +23,26 @@ expect_exit() {
   [ "$got" -eq "$want" ] || { echo "'$*' exited $got, not $want: $out"; exit 1; }
 }
 
-expect_exit 2 "$plot"
-expect_exit 2 "$plot" "$dir/absent.dat" "$dir/x.png"
-grep -q "cannot read" <<<"$out" || { echo "unexpected message: $out"; exit 1; }
-expect_exit 2 "$plot" "$dir/sweep.dat" "$dir/x.gif"
-expect_exit 2 "$plot" "$dir/other.dat" "$dir/x.png"
-
-# Without gnuplot on the PATH: a clear message naming the package.
+# Usage errors come first, with gnuplot on the PATH or not (a PATH of the few tools the script
+# needs besides it).
 mkdir "$dir/bin"
 for tool in bash sed awk grep; do
   ln -s "$(command -v "$tool")" "$dir/bin/$tool"
 done
+for path in "$PATH" "$dir/bin"; do
+  expect_exit 2 env PATH="$path" bash "$plot"
+  expect_exit 2 env PATH="$path" bash "$plot" "$dir/absent.dat" "$dir/x.png"
+  grep -q "cannot read" <<<"$out" || { echo "unexpected message: $out"; exit 1; }
+  expect_exit 2 env PATH="$path" bash "$plot" "$dir/sweep.dat" "$dir/x.gif"
+  expect_exit 2 env PATH="$path" bash "$plot" "$dir/other.dat" "$dir/x.png"
+  grep -q "is not sweep data" <<<"$out" || { echo "unexpected message: $out"; exit 1; }
+done
+
+# Without gnuplot on the PATH: a clear message naming the package.
 expect_exit 1 env PATH="$dir/bin" bash "$plot" "$dir/sweep.dat" "$dir/x.png"
 grep -q "gnuplot-nox" <<<"$out" || { echo "the message does not name gnuplot-nox: $out"; exit 1; }
 
-if ! command -v gnuplot >/dev/null; then
-  echo "skipped: gnuplot is not installed (scripts/setup-deps --bench installs gnuplot-nox)"
-  exit 77
-fi
+require_tool gnuplot gnuplot-nox "scripts/setup-deps --bench"
 for ext in png svg; do
   expect_exit 0 "$plot" "$dir/sweep.dat" "$dir/sweep.$ext"
   [ -s "$dir/sweep.$ext" ] || { echo "no $ext written"; exit 1; }

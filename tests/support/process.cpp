@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,19 @@ namespace {
 using namespace std::chrono_literals;
 
 }  // namespace
+
+std::optional<std::string> missing_tool(const std::string& program, const std::string& package) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
+  for (std::size_t begin = 0; begin <= dirs.size();) {
+    const auto end = std::min(dirs.find(':', begin), dirs.size());
+    const auto dir = dirs.substr(begin, end - begin);
+    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0)
+      return std::nullopt;
+    begin = end + 1;
+  }
+  return program + " is not installed (Debian package " + package + "; scripts/setup-deps does not install it)";
+}
 
 [[noreturn]] void exec_child(const std::vector<std::string>& argv, const environment& env, pid_t parent) {
   setpgid(0, 0);

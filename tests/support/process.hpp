@@ -29,6 +29,12 @@ using environment = std::vector<std::pair<std::string, std::string>>;
 /// `parent`, `env` added, then exec of `argv`; exits 127 when that fails.
 [[noreturn]] void exec_child(const std::vector<std::string>& argv, const environment& env, pid_t parent);
 
+/// Why a test cannot run `program`, when it is not on the PATH: "PROGRAM is not installed (Debian
+/// package PACKAGE...)", for GTEST_SKIP. For programs that scripts/setup-deps does not install by
+/// default (scripts/check-test-tools checks that a test guards every such program with this):
+///   if (auto why = testing::missing_tool("gnuplot", "gnuplot-nox")) GTEST_SKIP() << *why;
+[[nodiscard]] std::optional<std::string> missing_tool(const std::string& program, const std::string& package);
+
 /// Runs `argv` to completion (or kills its process group after `timeout`), capturing its output.
 process_result run_process(const std::vector<std::string>& argv,
                            std::chrono::milliseconds timeout = std::chrono::seconds{120},
