@@ -14,26 +14,11 @@
 
 namespace rekindle::actors {
 
+using namespace policy;
+
 namespace {
 
 using json = nlohmann::json;
-
-policy_config config_from(const config::spec& s) {
-  policy_config c;
-  for (std::uint32_t n = 0; n < s.nodes.size(); ++n)
-    c.nodes.push_back({s.nodes[n].name, s.ranks_on(node_id{n}), s.nodes[n].spare});
-  c.total_steps = s.job.steps;
-  c.snapshot_every = s.checkpoint.snapshot_every;
-  c.hang_timeout = s.timeouts.hang;
-  c.collective_timeout = s.timeouts.collective;
-  c.node_timeout = s.timeouts.node;
-  c.rendezvous_timeout = s.timeouts.rendezvous;
-  c.max_restarts_per_rank = s.recovery.max_restarts_per_rank;
-  c.max_restarts = s.recovery.max_restarts;
-  c.backoff = s.recovery.backoff;
-  c.backoff_max = s.recovery.backoff_max;
-  return c;
-}
 
 double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
@@ -67,7 +52,7 @@ supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, st
     : caf::event_based_actor(cfg),
       ctx_(ctx),
       store_(std::move(store)),
-      policy_(config_from(ctx->spec), *ctx->time),
+      policy_(policy_config_of(ctx->spec), *ctx->time),
       node_addresses_(ctx->spec.nodes.size()) {}
 
 void supervisor_actor::on_exit() {
@@ -127,6 +112,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
   const bool starts_epoch =
       std::any_of(actions.begin(), actions.end(), [](const policy_action& a) { return std::holds_alternative<persist_epoch>(a); });
   std::map<node_id, assign_ranks> assigns;
+  std::vector<std::optional<node_id>> buddies;
   for (auto& action : actions) {
     if (auto* pe = std::get_if<persist_epoch>(&action)) {
       // Shards of the old epoch's ranks may never all arrive.
@@ -145,6 +131,8 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       assigned = true;
       if (open_recovery_)
         recoveries_[*open_recovery_].epoch = pe->epoch.value();
+    } else if (auto* bu = std::get_if<assign_buddies>(&action)) {
+      buddies = std::move(bu->buddy_of);
     } else if (auto* ab = std::get_if<abort_ranks>(&action)) {
       to_all_agents(ab->epoch, caf::make_message(abort_epoch{ab->epoch}));
     } else if (auto* sp = std::get_if<spawn_rank>(&action)) {
@@ -250,17 +238,12 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
     auto as = assigns.contains(n) ? assigns[n] : assign_ranks{policy_.epoch(), policy_.world(), {}, {}, {}};
     as.epoch = policy_.epoch();
     as.world = policy_.world();
-    const auto count = static_cast<std::uint32_t>(ctx_->spec.nodes.size());
-    for (std::uint32_t k = 1; k < count; ++k) {
-      const node_id b{(n.value() + k) % count};
-      if (policy_.node_up(b) && agents_.contains(b) && !node_addresses_[b.value()].empty()) {
-        as.buddy = b;
-        as.buddy_address = node_addresses_[b.value()];
-        break;
-      }
+    as.buddy = n;
+    if (const auto b = n.value() < buddies.size() ? buddies[n.value()] : std::nullopt;
+        b && !node_addresses_[b->value()].empty()) {
+      as.buddy = *b;
+      as.buddy_address = node_addresses_[b->value()];
     }
-    if (as.buddy_address.empty())
-      as.buddy = n;
     ctx_->transport->send(peer, "supervisor", "agent", as.epoch, caf::make_message(as));
   }
 }

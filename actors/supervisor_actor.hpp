@@ -10,7 +10,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
-#include "actors/supervisor_policy.hpp"
+#include "policy/supervisor_policy.hpp"
 #include "storage/state_store.hpp"
 
 namespace rekindle::actors {
@@ -82,7 +82,7 @@ class supervisor_actor : public caf::event_based_actor {
     std::string state = "starting";
   };
 
-  void execute(std::vector<policy_action> actions);
+  void execute(std::vector<policy::policy_action> actions);
   void event(const std::string& kind, const std::string& detail, std::optional<rank_id> rank = {},
              std::optional<node_id> node = {}, std::vector<std::pair<std::string, std::string>> fields = {});
   void to_agent(node_id n, epoch_t epoch, const caf::message& msg);
@@ -95,7 +95,7 @@ class supervisor_actor : public caf::event_based_actor {
   /// The node of that name, or invalid_argument naming the ones that come close.
   [[nodiscard]] expected<node_id> node_named(const std::string& name) const;
   /// The rank that `text` names, if it is a number and in the job's placement.
-  [[nodiscard]] expected<rank_slot> placed_rank(const std::string& text) const;
+  [[nodiscard]] expected<policy::rank_slot> placed_rank(const std::string& text) const;
   /// The loss curve in at most `points` buckets, and the steps where failures struck (`loss`).
   [[nodiscard]] std::string loss_json(std::size_t points) const;
 
@@ -121,15 +121,15 @@ class supervisor_actor : public caf::event_based_actor {
   /// speeds) or "measured" (the slots' measured speeds; a slot not measured yet counts at the
   /// median measured speed times its node's configured speed). Errors: failed_precondition for
   /// "measured" before any rank of the placement reported a step.
-  [[nodiscard]] expected<std::vector<std::uint32_t>> plan_shares(const std::vector<rank_slot>& placement,
+  [[nodiscard]] expected<std::vector<std::uint32_t>> plan_shares(const std::vector<policy::rank_slot>& placement,
                                                                  const std::string& how) const;
   /// The shares the epoch starting on `placement` runs with: an operator's `rebalance` while the
   /// world keeps its size, else job.balance planned for this placement. An event when they change.
-  std::vector<std::uint32_t> shares_for_epoch(const std::vector<rank_slot>& placement);
+  std::vector<std::uint32_t> shares_for_epoch(const std::vector<policy::rank_slot>& placement);
   /// rebalance [equal|speeds|measured]: new shares now, through a new epoch.
   admin_reply rebalance(const admin_request& r);
   /// "5, 5, 4, 2" (and the step's compute time they predict, relative to the equal split).
-  [[nodiscard]] std::string describe_shares(const std::vector<std::uint32_t>& shares, const std::vector<rank_slot>& placement) const;
+  [[nodiscard]] std::string describe_shares(const std::vector<std::uint32_t>& shares, const std::vector<policy::rank_slot>& placement) const;
 
   /// Micro-batches each rank runs in this epoch, by rank.
   std::vector<std::uint32_t> shares_;
@@ -160,7 +160,7 @@ class supervisor_actor : public caf::event_based_actor {
 
   node_context* ctx_;
   std::unique_ptr<storage::state_store> store_;
-  supervisor_policy policy_;
+  policy::supervisor_policy policy_;
   std::map<node_id, transport::peer_id> agents_;
   std::vector<std::string> node_addresses_;
   /// Per node, from its last heartbeat: a warm standby worker waits there.

@@ -13,6 +13,8 @@
 
 namespace rekindle::actors {
 
+using namespace policy;
+
 namespace {
 
 // The manifest beside the shards, for tools that read the directory alone (rekindle checkpoint).

@@ -15,6 +15,8 @@
 
 namespace rekindle::actors {
 
+using namespace policy;
+
 namespace {
 
 std::uint32_t micro_batches_of(const config::spec& spec) { return spec.job.global_batch / spec.job.micro_batch; }

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/supervisor_policy.hpp"
+#include "policy/supervisor_policy.hpp"
 #include "common/memory.hpp"
 #include "trace/cluster.hpp"
 #include "trace/convert.hpp"
@@ -159,12 +159,12 @@ void verify(const std::string& name, const fault_trace& t, const sim_result& in_
 // One recovery round of the policy at this size: a rank fails, every rank registers again.
 timing recovery_round(const options& o) {
   fake_clock clock;
-  actors::policy_config c;
+  policy::policy_config c;
   for (std::uint32_t n = 0; n < o.nodes; ++n)
     c.nodes.push_back({"n" + std::to_string(n), o.ranks_per_node, false});
   c.total_steps = 1u << 30;
   c.max_restarts = c.max_restarts_per_rank = ~0u;
-  actors::supervisor_policy p{c, clock};
+  policy::supervisor_policy p{c, clock};
   std::vector<node_id> all;
   for (std::uint32_t n = 0; n < o.nodes; ++n)
     all.push_back(node_id{n});
@@ -173,12 +173,12 @@ timing recovery_round(const options& o) {
   for (const auto& s : p.placement())
     ranks.push_back(s.rank);
   (void)p.on_ranks_ready(ranks, p.epoch());
-  p.on_snapshot_all(p.epoch(), step_t{10}, actors::state_source::kind::local_slot);
+  p.on_snapshot_all(p.epoch(), step_t{10}, policy::state_source::kind::local_slot);
   std::uint32_t next = 0;
   return time_median(o, [&] {
     (void)p.on_rank_failed(rank_id{next++ % static_cast<std::uint32_t>(ranks.size())}, p.epoch(), "bench");
     auto a = p.on_ranks_ready(ranks, p.epoch());
-    if (p.state() != actors::job_state::running)
+    if (p.state() != policy::job_state::running)
       die("the recovery round did not start the epoch");
   });
 }

@@ -10,7 +10,7 @@
 #include <queue>
 #include <variant>
 
-#include "actors/supervisor_policy.hpp"
+#include "policy/supervisor_policy.hpp"
 #include "common/check.hpp"
 #include "common/clock.hpp"
 
@@ -18,9 +18,9 @@ namespace rekindle::trace {
 
 namespace {
 
-using actors::policy_action;
-using actors::state_source;
-using actors::supervisor_policy;
+using policy::policy_action;
+using policy::state_source;
+using policy::supervisor_policy;
 
 constexpr std::int64_t never = std::numeric_limits<std::int64_t>::max();
 
@@ -160,8 +160,8 @@ class simulator {
  private:
   using node_id = rekindle::node_id;
 
-  static actors::policy_config policy_config_of(const cluster_shape& c, const model& m) {
-    actors::policy_config pc;
+  static policy::policy_config policy_config_of(const cluster_shape& c, const model& m) {
+    policy::policy_config pc;
     for (const auto& n : c.nodes())
       pc.nodes.push_back({n.name, n.spare ? 0u : n.ranks, n.spare});
     // Persisted checkpoints live on shared storage that outlives any node: a node of its own.
@@ -403,20 +403,18 @@ class simulator {
                        [&](const interval& d) { return in_placement_[d.node] && d.start <= to && d.end > from; });
   }
 
-  std::vector<node_id> buddy_holders() const {
-    std::vector<node_id> out(nodes_.size() + 1, node_id{~std::uint32_t{0}});
-    std::vector<std::uint32_t> used;
-    for (std::uint32_t n = 0; n < nodes_.size(); ++n)
-      if (in_placement_[n])
-        used.push_back(n);
-    if (used.size() < 2)
-      return out;
-    for (std::size_t i = 0; i < used.size(); ++i) {
-      const auto buddy = used[(i + 1) % used.size()];
-      if (nodes_[buddy].up)
-        out[used[i]] = node_id{buddy};
+  // The holder of each node's buddy replicas, by node, as the policy assigned them; none (an id
+  // past the nodes) for a node without a buddy. Shared storage keeps no replicas: a node whose
+  // buddy would be the storage takes the storage's buddy, the next node after it.
+  void set_buddies(const std::vector<std::optional<node_id>>& buddy_of) {
+    buddy_holders_.assign(nodes_.size() + 1, node_id{~std::uint32_t{0}});
+    for (std::size_t n = 0; n < nodes_.size() && n < buddy_of.size(); ++n) {
+      auto b = buddy_of[n];
+      if (b && b->value() == storage_)
+        b = storage_ < buddy_of.size() ? buddy_of[storage_] : std::nullopt;
+      if (b && b->value() != n)
+        buddy_holders_[n] = *b;
     }
-    return out;
   }
 
   void report_local(std::uint64_t step) {
@@ -429,7 +427,7 @@ class simulator {
   // Tells the policy what happened since the last report: progress, snapshots, replicas and
   // checkpoints. Reported lazily, before every event the policy sees.
   void sync() {
-    if (policy_.state() != actors::job_state::running)
+    if (policy_.state() != policy::job_state::running)
       return;
     const auto e = policy_.epoch();
     if ((phase_ == phase::training || phase_ == phase::stalled) && step_ > reported_progress_) {
@@ -448,7 +446,7 @@ class simulator {
           continue;
         if (it->step > reported_buddy_) {
           reported_buddy_ = it->step;
-          policy_.on_snapshot_all(e, step_t{it->step}, state_source::kind::buddy_replica, buddy_holders());
+          policy_.on_snapshot_all(e, step_t{it->step}, state_source::kind::buddy_replica, buddy_holders_);
         }
         break;
       }
@@ -483,32 +481,34 @@ class simulator {
   // ---- the policy's actions ------------------------------------------------------------------
 
   void apply(std::vector<policy_action> actions) {
-    std::vector<actors::spawn_rank> spawns;
+    std::vector<policy::spawn_rank> spawns;
     spawns.reserve(actions.size());
     auto action_epoch = policy_.epoch();
     for (auto& a : actions) {
       std::visit(
           [&](auto& x) {
             using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, actors::note_event>) {
+            if constexpr (std::is_same_v<T, policy::note_event>) {
               ++result_.notes[x.kind];
-            } else if constexpr (std::is_same_v<T, actors::persist_epoch>) {
+            } else if constexpr (std::is_same_v<T, policy::persist_epoch>) {
               // One call can start several epochs (two nodes found lost by one tick): only the
               // last one's processes are spawned.
               spawns.clear();
               on_new_epoch();
               action_epoch = x.epoch;
-            } else if constexpr (std::is_same_v<T, actors::spawn_rank>) {
+            } else if constexpr (std::is_same_v<T, policy::assign_buddies>) {
+              set_buddies(x.buddy_of);
+            } else if constexpr (std::is_same_v<T, policy::spawn_rank>) {
               spawns.push_back(x);
-            } else if constexpr (std::is_same_v<T, actors::kill_rank>) {
+            } else if constexpr (std::is_same_v<T, policy::kill_rank>) {
               kill(x.rank, x.node, action_epoch);
-            } else if constexpr (std::is_same_v<T, actors::start_epoch>) {
+            } else if constexpr (std::is_same_v<T, policy::start_epoch>) {
               if (!spawns.empty()) {
                 schedule_ready(spawns);
                 spawns.clear();
               }
               on_start(x);
-            } else if constexpr (std::is_same_v<T, actors::finish_job>) {
+            } else if constexpr (std::is_same_v<T, policy::finish_job>) {
               on_finish(x);
             }
           },
@@ -550,7 +550,7 @@ class simulator {
         std::fill(n.alive.begin(), n.alive.end(), 0);
   }
 
-  void schedule_ready(const std::vector<actors::spawn_rank>& spawns) {
+  void schedule_ready(const std::vector<policy::spawn_rank>& spawns) {
     const auto epoch = spawns.front().epoch;
     std::fill(in_placement_.begin(), in_placement_.end(), 0);
     std::vector<rank_id> ready;
@@ -593,7 +593,7 @@ class simulator {
   }
 
   // The slot of rank r in the current placement (which is in rank order).
-  const actors::rank_slot* slot_of(rank_id r) const {
+  const policy::rank_slot* slot_of(rank_id r) const {
     const auto& placement = policy_.placement();
     if (r.value() < placement.size() && placement[r.value()].rank == r)
       return &placement[r.value()];
@@ -617,7 +617,7 @@ class simulator {
     failures_.push_back({r, e, "killed by the supervisor"});
   }
 
-  void on_start(const actors::start_epoch& s) {
+  void on_start(const policy::start_epoch& s) {
     world_ = static_cast<std::uint32_t>(s.placement.size());
     std::fill(in_placement_.begin(), in_placement_.end(), 0);
     for (const auto& slot : s.placement)
@@ -661,9 +661,9 @@ class simulator {
     push(add(rendezvous_end_, restore), ev_type::training_start, 0, s.epoch.value());
   }
 
-  void on_finish(const actors::finish_job& f) {
+  void on_finish(const policy::finish_job& f) {
     interrupt();
-    if (f.state == actors::job_state::completed) {
+    if (f.state == policy::job_state::completed) {
       set_phase(phase::done);
     } else {
       set_phase(phase::down);
@@ -701,11 +701,11 @@ class simulator {
       case ev_type::tick: tick(); break;
       case ev_type::ranks_ready: ranks_ready(q.b); break;
       case ev_type::training_start:
-        if (policy_.epoch().value() == q.b && policy_.state() == actors::job_state::running && phase_ == phase::rendezvous)
+        if (policy_.epoch().value() == q.b && policy_.state() == policy::job_state::running && phase_ == phase::rendezvous)
           begin_training();
         break;
       case ev_type::collective_timeout:
-        if (q.b == stall_token_ && stall_.active && policy_.state() == actors::job_state::running) {
+        if (q.b == stall_token_ && stall_.active && policy_.state() == policy::job_state::running) {
           stall_.collective_failed = true;
           sync();
           // Every rank waiting on the stuck one reports its timed-out collective; the stuck one
@@ -718,7 +718,7 @@ class simulator {
             if (one_stuck && slot.rank.value() == stall_.rank)
               continue;
             apply(policy_.on_collective_error(slot.rank, e, "collective timed out"));
-            if (policy_.epoch() != e || policy_.state() != actors::job_state::running)
+            if (policy_.epoch() != e || policy_.state() != policy::job_state::running)
               break;
           }
           tick_at(add(now_, m_.hang_timeout.count() / 4));
@@ -741,7 +741,7 @@ class simulator {
   }
 
   void ranks_ready(std::uint64_t epoch) {
-    if (policy_.epoch().value() != epoch || policy_.state() != actors::job_state::rendezvous || ready_epoch_ != epoch)
+    if (policy_.epoch().value() != epoch || policy_.state() != policy::job_state::rendezvous || ready_epoch_ != epoch)
       return;
     // Ranks whose node died while they started never register.
     std::vector<rank_id> ready;
@@ -758,7 +758,7 @@ class simulator {
   }
 
   // The slot of rank r of the current world, if it exists and its process is alive.
-  const actors::rank_slot* live_rank(std::uint32_t r) const {
+  const policy::rank_slot* live_rank(std::uint32_t r) const {
     const auto* slot = slot_of(rank_id{r});
     if (slot == nullptr)
       return nullptr;
@@ -770,7 +770,7 @@ class simulator {
 
   [[nodiscard]] bool job_active() const {
     const auto s = policy_.state();
-    return s == actors::job_state::running || s == actors::job_state::rendezvous;
+    return s == policy::job_state::running || s == policy::job_state::rendezvous;
   }
 
   void fault(std::uint32_t index) {
@@ -980,7 +980,7 @@ class simulator {
     result_.steps = high_water_;
     result_.rank_restarts = policy_.restarts();
     result_.world_end = policy_.world();
-    result_.end_state = std::string{actors::to_string(policy_.state())};
+    result_.end_state = std::string{policy::to_string(policy_.state())};
     if (result_.reason.empty())
       result_.reason = policy_.reason();
     for (std::size_t i = next_step_event_; i < step_events_.size(); ++i)
@@ -1011,6 +1011,7 @@ class simulator {
   std::vector<node_state> nodes_;
   std::vector<std::uint8_t> in_placement_;
   std::vector<node_id> storage_holder_;
+  std::vector<node_id> buddy_holders_;
   std::uint32_t world0_ = 0;
   std::uint32_t world_ = 0;
   std::vector<std::uint32_t> target_node_;

@@ -12,8 +12,9 @@
 
 #include "common/clock.hpp"
 #include "common/ids.hpp"
+#include "config/fwd.hpp"
 
-namespace rekindle::actors {
+namespace rekindle::policy {
 
 /// What the policy needs to know about the cluster and the job; built from config::spec.
 struct policy_config {
@@ -41,6 +42,9 @@ struct policy_config {
   std::chrono::nanoseconds backoff = std::chrono::milliseconds{100};
   std::chrono::nanoseconds backoff_max = std::chrono::seconds{5};
 };
+
+/// The policy's view of a validated cluster and job configuration.
+[[nodiscard]] policy_config policy_config_of(const config::spec& spec);
 
 /// Where one rank of an epoch runs.
 struct rank_slot {
@@ -98,6 +102,13 @@ struct persist_epoch {
 struct abort_ranks {
   epoch_t epoch;
 };
+/// Which node keeps the replicas of each node's snapshots from `epoch` on, by node id: the next
+/// node in node order that is up and not drained (none for a node that is down or drained itself,
+/// or when no other node is usable).
+struct assign_buddies {
+  epoch_t epoch;
+  std::vector<std::optional<node_id>> buddy_of;
+};
 /// Start a worker process for `slot` in `epoch`, after `delay` (restart back-off).
 struct spawn_rank {
   epoch_t epoch;
@@ -134,7 +145,7 @@ struct note_event {
   std::optional<node_id> node;
 };
 
-using policy_action = std::variant<persist_epoch, abort_ranks, spawn_rank, kill_rank, start_epoch, finish_job, note_event>;
+using policy_action = std::variant<persist_epoch, abort_ranks, assign_buddies, spawn_rank, kill_rank, start_epoch, finish_job, note_event>;
 
 /// A copy of one rank's state that a node holds: its own rank's slot, a buddy's replica, or a
 /// checkpoint on disk.
@@ -307,6 +318,7 @@ class supervisor_policy {
                  const std::string& why);
   std::vector<rank_slot> initial_placement() const;
   std::optional<node_id> free_spare() const;
+  [[nodiscard]] std::vector<std::optional<node_id>> buddies() const;
   void fail(std::vector<policy_action>& out, const std::string& why);
   void maybe_start(std::vector<policy_action>& out);
   std::chrono::nanoseconds backoff_for(std::uint32_t restarts) const;
@@ -339,4 +351,4 @@ class supervisor_policy {
   std::string reason_;
 };
 
-}  // namespace rekindle::actors
+}  // namespace rekindle::policy

@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/supervisor_policy.hpp"
+#include "policy/supervisor_policy.hpp"
 
-namespace rekindle::actors {
+namespace rekindle::policy {
 namespace {
 
 using namespace std::chrono_literals;
@@ -285,4 +285,4 @@ TEST(supervisor_policy_bulk, sixteen_thousand_ranks_recover_from_a_lost_node) {
 }
 
 }  // namespace
-}  // namespace rekindle::actors
+}  // namespace rekindle::policy

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "actors/supervisor_policy.hpp"
+#include "policy/supervisor_policy.hpp"
 
-namespace rekindle::actors {
+namespace rekindle::policy {
 namespace {
 
 using namespace std::chrono_literals;
@@ -279,6 +279,41 @@ TEST(supervisor_policy, rendezvous_timeout_restarts_the_missing_rank) {
   EXPECT_EQ(p.restarts_of(rank_id{3}), 1u);
 }
 
+TEST(supervisor_policy, each_node_replicates_to_the_next_node_up_that_is_not_drained) {
+  fake_clock clock;
+  auto config = two_nodes(true);
+  config.nodes.push_back({"n2", 2, false});
+  supervisor_policy p{config, clock};
+  (void)start_job(p, 4);
+  // n0 → n1 → s0 → n2 → n0: a spare that is up keeps replicas too.
+  auto buddies = all_of<assign_buddies>(p.on_rank_failed(rank_id{0}, p.epoch(), "segfault"));
+  ASSERT_EQ(buddies.size(), 1u);
+  EXPECT_EQ(buddies[0].epoch, p.epoch());
+  const std::vector<std::optional<node_id>> ring{node_id{1}, node_id{2}, node_id{3}, node_id{0}};
+  EXPECT_EQ(buddies[0].buddy_of, ring);
+  // n1 lost (its ranks move to the spare), n2 drained: n0 and s0 keep each other's.
+  (void)all_ready(p);
+  buddies = all_of<assign_buddies>(p.on_node_lost(node_id{1}, "gone"));
+  ASSERT_EQ(buddies.size(), 1u);
+  EXPECT_EQ(buddies[0].buddy_of[0], node_id{2});
+  (void)all_ready(p);
+  buddies = all_of<assign_buddies>(p.drain(node_id{3}));
+  ASSERT_EQ(buddies.size(), 1u);
+  const std::vector<std::optional<node_id>> two{node_id{2}, std::nullopt, node_id{0}, std::nullopt};
+  EXPECT_EQ(buddies[0].buddy_of, two) << "a usable node's replicas go to another usable node; others have none";
+}
+
+TEST(supervisor_policy, a_node_alone_has_no_buddy) {
+  fake_clock clock;
+  policy_config config = two_nodes();
+  config.nodes.resize(1);
+  supervisor_policy p{config, clock};
+  auto a = p.on_node_up(node_id{0});
+  const auto buddies = all_of<assign_buddies>(a);
+  ASSERT_EQ(buddies.size(), 1u);
+  EXPECT_EQ(buddies[0].buddy_of, std::vector<std::optional<node_id>>{std::nullopt});
+}
+
 TEST(supervisor_policy, pause_resume_stop_scale_and_drain) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};
@@ -528,4 +563,4 @@ TEST(supervisor_policy, a_newer_checkpoint_on_disk_is_the_restore_point_and_a_ba
 }
 
 }  // namespace
-}  // namespace rekindle::actors
+}  // namespace rekindle::policy

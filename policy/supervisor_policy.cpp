@@ -1,11 +1,12 @@
-#include "actors/supervisor_policy.hpp"
+#include "policy/supervisor_policy.hpp"
 
 #include <algorithm>
 
 #include "common/check.hpp"
 #include "common/text.hpp"
+#include "config/spec.hpp"
 
-namespace rekindle::actors {
+namespace rekindle::policy {
 
 std::string_view to_string(job_state s) noexcept {
   switch (s) {
@@ -31,6 +32,23 @@ constexpr std::size_t reported_steps_kept_per_rank = 16;
 bool active(job_state s) { return s == job_state::rendezvous || s == job_state::running; }
 
 }  // namespace
+
+policy_config policy_config_of(const config::spec& s) {
+  policy_config c;
+  for (std::uint32_t n = 0; n < s.nodes.size(); ++n)
+    c.nodes.push_back({s.nodes[n].name, s.ranks_on(node_id{n}), s.nodes[n].spare});
+  c.total_steps = s.job.steps;
+  c.snapshot_every = s.checkpoint.snapshot_every;
+  c.hang_timeout = s.timeouts.hang;
+  c.collective_timeout = s.timeouts.collective;
+  c.node_timeout = s.timeouts.node;
+  c.rendezvous_timeout = s.timeouts.rendezvous;
+  c.max_restarts_per_rank = s.recovery.max_restarts_per_rank;
+  c.max_restarts = s.recovery.max_restarts;
+  c.backoff = s.recovery.backoff;
+  c.backoff_max = s.recovery.backoff_max;
+  return c;
+}
 
 supervisor_policy::supervisor_policy(policy_config config, const clock& time)
     : config_(std::move(config)), clock_(time), nodes_(config_.nodes.size()) {}
@@ -65,6 +83,19 @@ std::optional<node_id> supervisor_policy::free_spare() const {
       return node_id{n};
   }
   return std::nullopt;
+}
+
+std::vector<std::optional<node_id>> supervisor_policy::buddies() const {
+  // The next usable node in node order, wrapping around: each node's replicas on another node.
+  const auto usable = [&](std::size_t n) { return nodes_[n].up && !nodes_[n].drained; };
+  std::vector<std::optional<node_id>> out(nodes_.size());
+  for (std::size_t n = 0; n < nodes_.size(); ++n)
+    for (std::size_t k = 1; k < nodes_.size() && usable(n); ++k)
+      if (const auto b = (n + k) % nodes_.size(); usable(b)) {
+        out[n] = node_id{static_cast<std::uint32_t>(b)};
+        break;
+      }
+  return out;
 }
 
 std::chrono::nanoseconds supervisor_policy::backoff_for(std::uint32_t restarts) const {
@@ -112,6 +143,7 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
   out.push_back(note_event{"epoch", "epoch " + std::to_string(epoch_.value()) + ": " + why, {}, {}});
   out.push_back(persist_epoch{epoch_});
   out.push_back(abort_ranks{epoch_});
+  out.push_back(assign_buddies{epoch_, buddies()});
   for (const auto& s : placement_) {
     const auto delay = respawn.contains(s.rank) ? backoff_for(ranks_[s.rank].quick_failures) : std::chrono::nanoseconds::zero();
     out.push_back(spawn_rank{epoch_, s, world(), delay});
@@ -892,4 +924,4 @@ std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last
                      {}, {}}};
 }
 
-}  // namespace rekindle::actors
+}  // namespace rekindle::policy
