@@ -182,13 +182,8 @@ caf::behavior agent_actor::make_behavior() {
           if (w.epoch == s.epoch && w.rank && !w.retiring)
             to_worker(w, s.epoch, caf::make_message(s));
       },
-      [this](const envelope&, const snapshot_committed& c) {
-        caf::anon_send(checkpoint_, c);
-        // The ranks keep that step in their slots until a newer one is committed.
-        for (const auto& [i, w] : workers_)
-          if (w.rank && w.epoch == c.epoch)
-            to_worker(w, c.epoch, caf::make_message(c));
-      },
+      // The node's checkpoint actor pins it in the slots and replicas (the workers only write).
+      [this](const envelope&, const snapshot_committed& c) { caf::anon_send(checkpoint_, c); },
       [this](const envelope&, const persist_request& p) { caf::anon_send(checkpoint_, p); },
       [this](const envelope&, const kill_request& k) {
         if (auto* w = by_rank(k.rank)) {

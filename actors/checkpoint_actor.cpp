@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "storage/checksum.hpp"
-#include "training/state.hpp"
 
 namespace rekindle::actors {
 /// Work to finish inside the actor after a transport callback.
@@ -24,23 +23,14 @@ namespace rekindle::actors {
 
 namespace {
 
-constexpr std::size_t replicas_kept_per_rank = 4;
+/// Snapshots skipped in a row after which the wait is logged.
+constexpr std::uint64_t long_wait = 2 * policy::snapshots_per_anchor;
 
 std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
   const auto colon = a.rfind(':');
   if (colon == std::string::npos)
     return {a, 0};
   return {a.substr(0, colon), static_cast<std::uint16_t>(std::stoi(a.substr(colon + 1)))};
-}
-
-// The rank a state buffer belongs to, from its header.
-std::optional<std::uint32_t> rank_in_state(std::span<const std::byte> state) {
-  const auto off = training::state_field_offset("rank");
-  if (state.size() < off + 4)
-    return std::nullopt;
-  std::uint32_t r = 0;
-  std::memcpy(&r, state.data() + off, 4);
-  return r;
 }
 
 // REKINDLE_FAULT_PERSIST="<sync point>[@<n> | @<file>]": the daemon kills itself with SIGKILL when
@@ -97,7 +87,10 @@ void checkpoint_actor::on_exit() {
 }
 
 checkpoint_actor::checkpoint_actor(caf::actor_config& cfg, node_context* ctx, std::vector<storage::snapshot_slot> slots)
-    : caf::event_based_actor(cfg), ctx_(ctx), slots_(std::move(slots)) {}
+    : caf::event_based_actor(cfg),
+      ctx_(ctx),
+      slots_(std::move(slots)),
+      window_(ctx->spec.checkpoint.snapshot_every) {}
 
 caf::behavior checkpoint_actor::make_behavior() {
   ctx_->transport->expose("checkpoint", this);
@@ -105,28 +98,28 @@ caf::behavior checkpoint_actor::make_behavior() {
       [this](const envelope&, const snapshot_taken& s) {
         if (s.local_index >= slots_.size())
           return;
-        auto& c = slot_contents_[s.local_index];
-        // The writer names the step it overwrote: the older one, or the newer one when it kept
-        // an older committed step.
-        std::vector<held> gone;
-        std::erase_if(c, [&](const held& h) {
-          // The same step again (a retrained step after a restore) replaces its entry.
-          const bool drop = h.step.value() == s.dropped || (h.step == s.step && h.epoch != s.epoch);
-          if (drop)
-            gone.push_back(h);
-          return drop || h.step == s.step;
-        });
-        c.push_back({s.epoch, s.rank, s.step});
-        while (c.size() > 2) {
-          gone.push_back(c.front());
-          c.pop_front();
-        }
-        for (const auto& g : gone)
-          ctx_->supervisor->send("checkpoint", g.epoch,
-                                 caf::make_message(snapshot_dropped{g.epoch, g.rank, g.step, ctx_->node, 0}));
+        if (const auto n = std::exchange(skipped_[s.local_index], 0); n >= long_wait)
+          spdlog::info("rank {}: snapshots go on after {} skipped", s.rank.value(), n);
+        for (const auto& d : s.dropped)
+          ctx_->supervisor->send("checkpoint", d.epoch,
+                                 caf::make_message(snapshot_dropped{d.epoch, d.rank, d.step, ctx_->node, 0}));
         ctx_->supervisor->send("checkpoint", s.epoch,
                                caf::make_message(snapshot_held{s.epoch, s.rank, s.step, ctx_->node, 0}));
-        replicate(s.local_index, c.back());
+        replicate(s.local_index, {s.epoch, s.rank, s.step});
+      },
+      [this](const envelope&, const snapshot_skipped& s) {
+        if (s.local_index >= slots_.size())
+          return;
+        // A short wait is the replica's usual latency; a long one is worth a line in the log.
+        const auto n = ++skipped_[s.local_index];
+        if (n == long_wait)
+          spdlog::warn("rank {}: snapshots wait: {} skipped, the last of step {}, to keep step {} (protected) and step {} "
+                       "(not committed yet: its replicas lag)",
+                       s.rank.value(), n, s.step.value(), s.pinned.value(), s.waiting.value());
+        // The anchor's replica may never have been made (the buddy not known yet, a copy
+        // overtaken): once an anchor interval, send it again, or the commit it waits for never comes.
+        if (n % policy::snapshots_per_anchor == 0 && s.waiting.value() > 0)
+          replicate(s.local_index, {s.epoch, s.rank, s.waiting});
       },
       [this](const envelope& from, const bulk_payload& p, const replica_header& h) {
         const auto sum = storage::xxh64(p.bytes.span());
@@ -135,26 +128,13 @@ caf::behavior checkpoint_actor::make_behavior() {
                        h.rank.value(), h.step.value(), from.node.value(), p.bytes.size(), sum, h.length, h.checksum);
           return;
         }
-        auto& r = replicas_[h.rank];
-        std::erase_if(r, [&](const replica& x) { return x.step == h.step && x.epoch == h.epoch; });
-        r.push_back({h.epoch, h.rank, h.step, h.checksum, p.bytes});
-        // The oldest make room, except the committed step and the two newest anchors (the
-        // owner's slot keeps the newest; the one before covers a node lost while the newest was
-        // still on its way here).
-        const auto every = ctx_->spec.checkpoint.snapshot_every;
-        std::vector<step_t> anchors;
-        for (auto x = r.rbegin(); x != r.rend() && anchors.size() < 2; ++x)
-          if (is_anchor(x->step, every) && std::find(anchors.begin(), anchors.end(), x->step) == anchors.end())
-            anchors.push_back(x->step);
-        for (auto it = r.begin(); r.size() > replicas_kept_per_rank && it != r.end();) {
-          if ((committed_ && it->step == committed_->second) ||
-              std::find(anchors.begin(), anchors.end(), it->step) != anchors.end()) {
-            ++it;
-            continue;
-          }
-          ctx_->supervisor->send("checkpoint", it->epoch,
-                                 caf::make_message(snapshot_dropped{it->epoch, it->rank, it->step, ctx_->node, 1}));
-          it = r.erase(it);
+        const policy::copy_tag tag{h.epoch, h.rank, h.step};
+        std::erase_if(replicas_, [&](const replica& x) { return x.tag == tag; });
+        replicas_.push_back({tag, h.checksum, p.bytes});
+        for (const auto& gone : window_.add(tag)) {
+          std::erase_if(replicas_, [&](const replica& x) { return x.tag == gone; });
+          ctx_->supervisor->send("checkpoint", gone.epoch,
+                                 caf::make_message(snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, 1}));
         }
         ctx_->supervisor->send("checkpoint", h.epoch,
                                caf::make_message(snapshot_held{h.epoch, h.rank, h.step, ctx_->node, 1}));
@@ -192,7 +172,13 @@ caf::behavior checkpoint_actor::make_behavior() {
       },
       [this](const persist_request& p) { persist(p); },
       [this](connect_atom) { report_all(); },
-      [this](const snapshot_committed& c) { committed_ = {c.epoch, c.step}; },
+      [this](const snapshot_committed& c) {
+        // Pinned where the custody rule reads it: no slot and no replica window loses it now.
+        const policy::custody_pin pin{c.epoch, c.step};
+        window_.pin(pin);
+        for (auto& slot : slots_)
+          slot.pin(pin);
+      },
       [this](const peer_event& e) {
         if (e.up)
           return;
@@ -204,12 +190,13 @@ caf::behavior checkpoint_actor::make_behavior() {
 }
 
 void checkpoint_actor::report_all() {
-  for (const auto& [local, contents] : slot_contents_)
-    for (const auto& h : contents)
-      ctx_->supervisor->send("checkpoint", h.epoch, caf::make_message(snapshot_held{h.epoch, h.rank, h.step, ctx_->node, 0}));
-  for (const auto& [rank, list] : replicas_)
-    for (const auto& r : list)
-      ctx_->supervisor->send("checkpoint", r.epoch, caf::make_message(snapshot_held{r.epoch, r.rank, r.step, ctx_->node, 1}));
+  for (const auto& slot : slots_)
+    for (const auto& h : slot.halves())
+      if (h)
+        ctx_->supervisor->send("checkpoint", h->epoch,
+                               caf::make_message(snapshot_held{h->epoch, h->rank, h->step, ctx_->node, 0}));
+  for (const auto& r : window_.all())
+    ctx_->supervisor->send("checkpoint", r.epoch, caf::make_message(snapshot_held{r.epoch, r.rank, r.step, ctx_->node, 1}));
 }
 
 void checkpoint_actor::with_peer(const std::string& address, std::function<void(expected<transport::peer_id>)> then) {
@@ -286,12 +273,12 @@ void checkpoint_actor::persist(const persist_request& p) {
       // Training ran past the next anchor before the request came: that one is persisted instead.
       const auto held_now = slots_[local].steps();
       const bool newer_anchor = std::any_of(held_now.begin(), held_now.end(), [&](step_t s) {
-        return s > p.step && is_anchor(s, ctx_->spec.checkpoint.snapshot_every);
+        return s > p.step && policy::is_anchor(s, ctx_->spec.checkpoint.snapshot_every);
       });
       fail(rank, view.error().message(), newer_anchor);
       continue;
     }
-    if (auto r = rank_in_state(view->data); !r || *r != rank.value()) {
+    if (view->rank != rank) {
       fail(rank, "slot " + std::to_string(local) + " holds another rank's state of step " + std::to_string(p.step.value()));
       continue;
     }
@@ -306,33 +293,32 @@ void checkpoint_actor::persist(const persist_request& p) {
   }
 }
 
-void checkpoint_actor::replicate(std::uint32_t local_index, const held& h) {
+void checkpoint_actor::replicate(std::uint32_t local_index, const policy::copy_tag& c) {
   if (buddy_address_.empty() || buddy_ == ctx_->node)
     return;
   // Behind the writer: a newer snapshot of this slot is published and its own report follows, so
   // the copy goes to that one. A busy node then falls behind by at most one snapshot per anchor.
   // Anchors are always copied: restores after a node loss rely on them.
   if (auto newest = slots_[local_index].latest(false);
-      newest && newest->step != h.step && !is_anchor(h.step, ctx_->spec.checkpoint.snapshot_every)) {
-    spdlog::debug("replication of rank {} step {} skipped: step {} is published since", h.rank.value(),
-                  h.step.value(), newest->step.value());
+      newest && newest->step != c.step && !policy::is_anchor(c.step, ctx_->spec.checkpoint.snapshot_every)) {
+    spdlog::debug("replication of {} skipped: step {} is published since", policy::to_string(c), newest->step.value());
     return;
   }
-  auto view = slots_[local_index].at_step(h.step, false);
-  if (!view) {
+  auto view = slots_[local_index].at_step(c.step, false);
+  if (!view || view->epoch != c.epoch || view->rank != c.rank) {
     // Overwritten before its turn came (a newer anchor replaced it): the newer one follows.
-    spdlog::debug("replication of rank {} step {} skipped: {}", h.rank.value(), h.step.value(), view.error().message());
+    spdlog::debug("replication of {} skipped: {}", policy::to_string(c),
+                  view ? "the slot holds another copy of that step" : view.error().message());
     return;
   }
   std::vector<std::byte> copy(view->data.size());
   const auto sum = storage::copy_and_hash(copy, view->data);
   if (!slots_[local_index].still_valid(*view) || sum != view->checksum) {
-    spdlog::warn("replication of rank {} step {} skipped: the snapshot changed while it was copied", h.rank.value(),
-                 h.step.value());
+    spdlog::warn("replication of {} skipped: the snapshot changed while it was copied", policy::to_string(c));
     return;
   }
   transport::shared_bytes payload{std::move(copy)};
-  const replica_header header{h.epoch, h.rank, h.step, payload.size(), sum};
+  const replica_header header{c.epoch, c.rank, c.step, payload.size(), sum};
   with_peer(buddy_address_, [this, header, payload](expected<transport::peer_id> p) {
     if (!p) {
       spdlog::warn("replication of rank {} step {} to {} failed: {}", header.rank.value(), header.step.value(),
@@ -353,18 +339,21 @@ void checkpoint_actor::serve(const envelope& from, const state_request& r) {
   std::uint64_t checksum = 0;
   std::string error = "rank " + std::to_string(r.rank.value()) + " step " + std::to_string(r.step.value()) +
                       " is not held on " + where;
+  const auto holds_rank = [&](const storage::snapshot_slot& slot, std::optional<step_t> step) {
+    const auto halves = slot.halves();
+    return std::any_of(halves.begin(), halves.end(),
+                       [&](const auto& h) { return h && h->rank == r.rank && (!step || h->step == *step); });
+  };
   if (r.kind == 0) {
-    for (const auto& [local, contents] : slot_contents_) {
-      const bool has = std::any_of(contents.begin(), contents.end(),
-                                   [&](const held& h) { return h.rank == r.rank && h.step == r.step; });
-      if (!has)
+    for (std::uint32_t local = 0; local < slots_.size() && !found; ++local) {
+      if (!holds_rank(slots_[local], r.step))
         continue;
       auto view = slots_[local].at_step(r.step, true);
       if (!view) {
         error = view.error().message();
         continue;
       }
-      if (rank_in_state(view->data) != r.rank.value())
+      if (view->rank != r.rank)
         continue;
       std::vector<std::byte> copy(view->data.begin(), view->data.end());
       if (!slots_[local].still_valid(*view)) {
@@ -373,30 +362,26 @@ void checkpoint_actor::serve(const envelope& from, const state_request& r) {
       }
       checksum = view->checksum;
       found = transport::shared_bytes{std::move(copy)};
-      break;
     }
   } else if (r.kind == 1) {
-    if (auto it = replicas_.find(r.rank); it != replicas_.end())
-      for (const auto& rep : it->second)
-        if (rep.step == r.step) {
-          found = rep.bytes;
-          checksum = rep.checksum;
-        }
+    for (const auto& rep : replicas_)
+      if (rep.tag.rank == r.rank && rep.tag.step == r.step) {
+        found = rep.bytes;
+        checksum = rep.checksum;
+      }
   } else {
     error = "checkpoints on disk are not held by " + where;
   }
   if (!found && r.kind == 1) {
     std::string steps;
-    if (auto it = replicas_.find(r.rank); it != replicas_.end())
-      for (const auto& rep : it->second)
-        steps += (steps.empty() ? "" : ", ") + std::to_string(rep.step.value()) + " (epoch " +
-                 std::to_string(rep.epoch.value()) + ")";
+    for (const auto& c : window_.of(r.rank))
+      steps += (steps.empty() ? "" : ", ") + std::to_string(c.step.value()) + " (epoch " + std::to_string(c.epoch.value()) + ")";
     error += " (replicas of rank " + std::to_string(r.rank.value()) + " here: " + (steps.empty() ? "none" : steps) + ")";
   }
   if (!found && r.kind == 0 && error.ends_with(" is not held on " + where)) {
     // Say what the rank's slot holds instead.
-    for (const auto& [local, contents] : slot_contents_) {
-      if (std::none_of(contents.begin(), contents.end(), [&](const held& h) { return h.rank == r.rank; }))
+    for (std::uint32_t local = 0; local < slots_.size(); ++local) {
+      if (!holds_rank(slots_[local], std::nullopt))
         continue;
       std::string steps;
       for (auto s : slots_[local].steps())

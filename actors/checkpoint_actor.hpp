@@ -2,7 +2,6 @@
 
 #include <caf/all.hpp>
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,18 +16,27 @@
 namespace rekindle::actors {
 
 /// The checkpoint actor of a node: owns the snapshot slots of the node's local ranks, keeps
-/// replicas of its buddy node's snapshots, and serves rank states for restores.
+/// replicas of its buddy node's snapshots, and serves rank states for restores. Which copies a slot
+/// and a replica window keep is the custody rule's (policy/snapshot_custody.hpp); this actor reads
+/// what the slots hold from the slots themselves.
 ///
-/// 1. A worker publishes a snapshot into its slot and says so (snapshot_taken).
-/// 2. The actor reports the copy to the supervisor (snapshot_held, own slot), copies the snapshot
-///    out of the slot (checking the half was not overwritten meanwhile) and sends it to the buddy
-///    node's checkpoint actor as a bulk payload, off the training path.
-/// 3. The buddy verifies its checksum, keeps the newest few per rank in memory (and the two newest
-///    anchors, and the committed step), and reports snapshot_held (buddy replica) itself.
-/// 4. A worker restoring a state it does not have in its own slot asks its node's checkpoint actor
+/// 1. A worker publishes a snapshot into its slot (the slot's custody rule chose the half) and says
+///    so (snapshot_taken, naming the copy it overwrote).
+/// 2. The actor reports the overwritten copy dropped and the new one held (snapshot_dropped,
+///    snapshot_held: own slot), copies the snapshot out of the slot (checking the half was not
+///    overwritten meanwhile) and sends it to the buddy node's checkpoint actor as a bulk payload,
+///    off the training path.
+/// 3. The buddy verifies its checksum, adds it to its replica window, and reports the replicas the
+///    window evicts dropped and the new one held (buddy replica).
+/// 4. The supervisor announces each newly committed step (snapshot_committed): the actor pins it in
+///    every local slot's header and in its replica window, so neither loses it.
+/// 5. A worker whose snapshot the custody rule skipped says so (snapshot_skipped): the anchor it
+///    waits for is replicated again every anchor interval of skips (its replica may never have
+///    been made: the buddy not known yet, a copy overtaken), and a long wait is logged.
+/// 6. A worker restoring a state it does not have in its own slot asks its node's checkpoint actor
 ///    (state_request); the request is served from this node's slots or replicas, or forwarded to
 ///    the daemon that holds the state.
-/// 5. Asked to persist a step (persist_request), it copies each local slot's snapshot of that step
+/// 7. Asked to persist a step (persist_request), it copies each local slot's snapshot of that step
 ///    (checksum-checked) and hands the copies to a shard_writer thread; each shard's outcome goes
 ///    to the supervisor (shard_persisted). Training never waits for the disk.
 ///
@@ -42,15 +50,8 @@ class checkpoint_actor : public caf::event_based_actor {
   const char* name() const override { return "checkpoint"; }
 
  private:
-  struct held {
-    epoch_t epoch;
-    rank_id rank;
-    step_t step;
-  };
   struct replica {
-    epoch_t epoch;
-    rank_id rank;
-    step_t step;
+    policy::copy_tag tag;
     std::uint64_t checksum = 0;
     transport::shared_bytes bytes;
   };
@@ -60,7 +61,7 @@ class checkpoint_actor : public caf::event_based_actor {
     std::uint64_t requester_id = 0;
   };
 
-  void replicate(std::uint32_t local_index, const held& h);
+  void replicate(std::uint32_t local_index, const policy::copy_tag& c);
   void persist(const persist_request& p);
   void report_all();
   void serve(const envelope& from, const state_request& r);
@@ -70,12 +71,11 @@ class checkpoint_actor : public caf::event_based_actor {
 
   node_context* ctx_;
   std::vector<storage::snapshot_slot> slots_;
-  /// What each local slot holds: its newest two snapshots.
-  std::map<std::uint32_t, std::deque<held>> slot_contents_;
-  /// Replicas of the buddy's ranks: the newest few per rank.
-  std::map<rank_id, std::deque<replica>> replicas_;
-  /// The newest committed step (snapshot_committed): replicas keep it while newer ones arrive.
-  std::optional<std::pair<epoch_t, step_t>> committed_;
+  /// Which replicas of the buddy's ranks this node keeps (the custody rule), and their bytes.
+  policy::replica_window window_;
+  std::vector<replica> replicas_;
+  /// Snapshots each local slot skipped in a row (snapshot_skipped), by local index.
+  std::map<std::uint32_t, std::uint64_t> skipped_;
   node_id buddy_;
   std::string buddy_address_;
   /// This node's ranks in the newest assignment, by local index.

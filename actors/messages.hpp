@@ -11,6 +11,14 @@
 #include <vector>
 
 #include "common/ids.hpp"
+#include "policy/snapshot_custody.hpp"
+
+namespace rekindle::policy {
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, copy_tag& x) {
+  return f(caf::meta::type_name("copy_tag"), x.epoch, x.rank, x.step);
+}
+}  // namespace rekindle::policy
 
 namespace rekindle::actors {
 
@@ -170,19 +178,10 @@ struct snapshot_dropped {
   std::uint8_t kind = 0;
 };
 
-/// Snapshots per anchor. An anchor is a snapshot step that slots and replicas keep until the next
-/// anchor: every rank keeps the same steps by this rule alone, so the ranks' kept steps never
-/// depend on when a message arrived.
-inline constexpr std::uint64_t snapshots_per_anchor = 4;
-
-/// Whether `step` is an anchor when snapshots are taken every `snapshot_every` steps.
-[[nodiscard]] constexpr bool is_anchor(step_t step, std::uint64_t snapshot_every) noexcept {
-  return snapshot_every > 0 && step.value() % (snapshot_every * snapshots_per_anchor) == 0;
-}
-
 /// Every rank of the current world holds `step` in enough places (its own slot and a buddy's
-/// replica when the job spans nodes): status shows it, and replicas keep it until a newer step is
-/// committed. The supervisor → every agent → its checkpoint actor.
+/// replica when the job spans nodes): status shows it, and the node's checkpoint actor pins it in
+/// its slots and replicas until a newer step is committed (policy/snapshot_custody.hpp). The
+/// supervisor → every agent → its checkpoint actor.
 struct snapshot_committed {
   epoch_t epoch;
   step_t step;
@@ -274,8 +273,19 @@ struct snapshot_taken {
   step_t step;
   std::uint64_t length = 0;
   std::uint64_t checksum = 0;
-  /// The step this snapshot overwrote in the slot (~0: none).
-  std::uint64_t dropped = ~std::uint64_t{0};
+  /// The copy the snapshot overwrote in the slot, as the slot's custody rule chose it (none or one).
+  std::vector<policy::copy_tag> dropped;
+};
+
+/// The slot's custody rule skipped a worker's snapshot: writing it would overwrite the protected
+/// step `pinned` or the anchor `waiting` before that anchor is committed.
+struct snapshot_skipped {
+  epoch_t epoch;
+  rank_id rank;
+  std::uint32_t local_index = 0;
+  step_t step;
+  step_t pinned;
+  step_t waiting;
 };
 
 // ---- checkpoint actors ---------------------------------------------------------------------------
@@ -379,6 +389,7 @@ RK_INSPECT(worker_activate, x.local_index)
 RK_INSPECT(worker_heartbeat, x.local_index)
 RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world)
 RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum, x.dropped)
+RK_INSPECT(snapshot_skipped, x.epoch, x.rank, x.local_index, x.step, x.pinned, x.waiting)
 RK_INSPECT(replica_header, x.epoch, x.rank, x.step, x.length, x.checksum)
 RK_INSPECT(state_request, x.id, x.rank, x.step, x.kind, x.holder, x.holder_address)
 RK_INSPECT(state_reply, x.id, x.ok, x.error, x.length, x.checksum)

@@ -857,7 +857,7 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     next_persist_step_ = 0;
     checkpoint_now_ = true;
     event("checkpoint_requested", "an operator asked for a checkpoint now");
-    const auto anchor = ctx_->spec.checkpoint.snapshot_every * snapshots_per_anchor;
+    const auto anchor = ctx_->spec.checkpoint.snapshot_every * policy::snapshots_per_anchor;
     return {0, 0, "checkpoint requested: the next anchor (a multiple of " + std::to_string(anchor) + " steps) is written", ""};
   }
   if (r.command == "stop") {

@@ -103,7 +103,7 @@ void supervisor_actor::maybe_persist(step_t step) {
   const auto& c = ctx_->spec.checkpoint;
   if (c.persist_every == 0 || persist_ || finished_ || policy_.state() != job_state::running)
     return;
-  if (!is_anchor(step, c.snapshot_every) || (!checkpoint_now_ && step.value() < next_persist_step_) ||
+  if (!policy::is_anchor(step, c.snapshot_every) || (!checkpoint_now_ && step.value() < next_persist_step_) ||
       (last_checkpoint_ && step.value() <= *last_checkpoint_))
     return;
   // Counted first, checked once: the full check walks every rank, and each rank reports the step.

@@ -42,15 +42,6 @@ kernels::device_request device_for(const config::spec& spec, node_id node, std::
   return r;
 }
 
-std::optional<std::uint32_t> header_u32(std::span<const std::byte> state, std::string_view field) {
-  const auto off = training::state_field_offset(field);
-  if (state.size() < off + 4)
-    return std::nullopt;
-  std::uint32_t v = 0;
-  std::memcpy(&v, state.data() + off, 4);
-  return v;
-}
-
 }  // namespace
 
 /// The worker's actor: control messages in, heartbeats out.
@@ -89,14 +80,6 @@ class worker_actor : public caf::event_based_actor {
             rt_->stall_until_ns_ = (clock_type::now() + std::chrono::nanoseconds{static_cast<std::int64_t>(d.factor * 1e9)})
                                        .time_since_epoch()
                                        .count();
-          }
-        },
-        [this](const envelope&, const snapshot_committed& c) {
-          std::lock_guard lock{rt_->mutex_};
-          if (c.epoch.value() > rt_->committed_epoch_ ||
-              (c.epoch.value() == rt_->committed_epoch_ && c.step.value() > rt_->committed_step_)) {
-            rt_->committed_epoch_ = c.epoch.value();
-            rt_->committed_step_ = c.step.value();
           }
         },
         [this](const envelope&, const job_finished& j) {
@@ -205,8 +188,7 @@ status worker_runtime::restore(const start_training& start, training::training_t
     // Its own slot first: a survivor, or a rank restarted in place.
     if (s.kind == 0 && s.holder == ctx_.node) {
       auto view = slot_->at_step(start.restore_step, true);
-      if (view && header_u32(view->data, "rank") == s.old_rank.value() &&
-          header_u32(view->data, "world_size") == start.restore_world) {
+      if (view && view->rank == s.old_rank && view->world == start.restore_world) {
         if (same_world) {
           // Straight from the slot: nothing writes it while this rank restores, and a write that
           // raced the import anyway is caught after it.
@@ -315,18 +297,6 @@ void worker_runtime::train(const start_training& start) {
   }
   t0 = clock_type::now();
   std::string source = "none";
-  // Until the first anchor after it, snapshots keep the restore point.
-  std::optional<step_t> kept;
-  if (start.restore_step.value() > 0)
-    kept = start.restore_step;
-  // The newest step known to be held on enough nodes (the restore point until one is committed
-  // in this epoch): never overwritten, so that a node lost while replication lags (a daemon cut
-  // off while its ranks train on) still finds every rank's state of that step.
-  std::optional<step_t> protect = kept;
-  // Snapshots skipped in a row while the newest anchor waits for its commit; a wait this long is
-  // logged.
-  std::uint64_t skipped = 0;
-  constexpr std::uint64_t long_wait = 2 * snapshots_per_anchor;
   if (start.restore_step.value() > 0) {
     std::optional<restore_source> failed;
     if (auto s = restore(start, *task, source, failed); !s.ok()) {
@@ -390,62 +360,34 @@ void worker_runtime::train(const start_training& start) {
                       0,
                       tokens};
     if (r->step.value() % every == 0) {
-      // The training stall: export straight into the slot's free half, publish. The half it
-      // writes keeps the newest anchor (or the restore point until the first anchor after it),
-      // and never the newest committed step (below).
+      // The training stall: export straight into the half the slot's custody rule gives, publish.
+      // The rule never gives the half of the protected step (this epoch's restore step, or a newer
+      // one the node pinned once every rank held it), and skips a snapshot that would overwrite
+      // it while the newest anchor waits for its commit (policy/snapshot_custody.hpp).
       const auto snap_start = clock_type::now();
-      const auto before = slot_->steps();
-      {
-        std::lock_guard lock{mutex_};
-        if (committed_epoch_ == a.epoch.value() && (!protect || committed_step_ > protect->value()))
-          protect = step_t{committed_step_};
-      }
-      // A committed step newer than the kept anchor is as good to keep, and safer: keep it instead
-      // (else the two halves would hold the anchor and the commit, and nothing could be written).
-      if (protect && (!kept || *protect > *kept) && std::find(before.begin(), before.end(), *protect) != before.end())
-        kept = protect;
-      // Every rank writes every anchor, whatever it has heard (a commit needs all ranks to hold
-      // the same step): when the slot holds the committed step and an older anchor not committed
-      // yet, a new anchor replaces that older one.
-      const bool anchor = is_anchor(r->step, every);
-      std::optional<step_t> keep = kept;
-      if (anchor && protect && kept != protect && std::find(before.begin(), before.end(), *protect) != before.end())
-        keep = protect;
-      if (!anchor && protect && kept != protect && slot_->overwritten_by(keep) == protect) {
-        // The newest anchor is not committed yet (its replica lags): skip this snapshot rather
-        // than lose the committed step; snapshots go on once the anchor is committed.
-        // A short wait is the replica's usual latency; a long one is worth a line in the log.
-        if (++skipped == long_wait)
-          spdlog::warn("rank {}: snapshots wait: {} skipped since step {}, the newest committed, because step {} is "
-                       "not committed yet (its replica lags)",
-                       a.rank.value(), skipped, protect->value(), kept ? kept->value() : 0);
-        // Its replica may never have been made (the buddy not known yet, a copy overtaken): once
-        // an anchor interval, ask the node for it again, or the commit it waits for never comes.
-        if (kept && skipped % snapshots_per_anchor == 0)
-          to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, *kept,
-                                                                  task->state_size(), 0, ~std::uint64_t{0}}));
+      const storage::snapshot_meta meta{{a.epoch, a.rank, r->step}, a.world, start.restore_step, every};
+      auto t = slot_->begin_write(meta);
+      if (!t) {
+        spdlog::error("snapshot of step {} failed: {}", r->step.value(), t.error().message());
+      } else if (t->skipped()) {
+        to_checkpoint(a.epoch, caf::make_message(snapshot_skipped{a.epoch, a.rank, *ctx_.local_index, r->step,
+                                                                  t->plan.pinned, t->plan.waiting}));
       } else {
-        if (skipped >= long_wait)
-          spdlog::info("rank {}: snapshots go on after {} skipped (step {} committed)", a.rank.value(), skipped,
-                       protect ? protect->value() : 0);
-        skipped = 0;
-        auto half = slot_->begin_write(keep);
-        if (half && half->size() >= task->state_size() && task->export_state(*half).ok() &&
-            slot_->publish(r->step, task->state_size()).ok()) {
-          p.snapshot_ns = ns_since(snap_start);
-          if (anchor)
-            kept = r->step;
-          // This process is the slot's only writer: what it held before and not now was overwritten.
-          std::uint64_t dropped = ~std::uint64_t{0};
-          const auto after = slot_->steps();
-          for (auto s : before)
-            if (std::find(after.begin(), after.end(), s) == after.end())
-              dropped = s.value();
-          to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
-                                                                  task->state_size(), 0, dropped}));
+        auto st = t->half.size() < task->state_size()
+                      ? status{errc::resource_exhausted, "the slot holds " + std::to_string(t->half.size()) +
+                                                             " bytes, the state " + std::to_string(task->state_size())}
+                      : task->export_state(t->half);
+        if (st.ok())
+          st = slot_->publish(task->state_size());
+        if (!st.ok()) {
+          spdlog::error("snapshot of step {} failed: {}", r->step.value(), st.message());
         } else {
-          spdlog::error("snapshot of step {} failed: {}", r->step.value(),
-                        half ? "export or publish failed" : half.error().message());
+          p.snapshot_ns = ns_since(snap_start);
+          std::vector<policy::copy_tag> dropped;
+          if (t->plan.overwrites)
+            dropped.push_back(*t->plan.overwrites);
+          to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
+                                                                  task->state_size(), 0, std::move(dropped)}));
         }
       }
     }

@@ -50,8 +50,9 @@ struct worker_context {
 ///   2. On start_training of e it connects the ring, builds the training task, restores the
 ///      chosen step (from its own slot when it holds it, else through the node's checkpoint
 ///      actor), reports rank_restored and trains: after every step a progress report, every
-///      `snapshot_every` steps an export straight into its snapshot slot (the training stall)
-///      and a snapshot_taken to the checkpoint actor.
+///      `snapshot_every` steps an export straight into the half of its slot that the slot's
+///      custody rule gives (the training stall) and a snapshot_taken to the checkpoint actor, or
+///      a snapshot_skipped when the rule skips it.
 ///   3. abort_epoch of a newer epoch aborts the communicator from the actor's thread, so a
 ///      collective in flight returns at once; the process stays and waits for its next
 ///      assignment. A collective that fails on its own is reported (rank_trouble).
@@ -123,10 +124,6 @@ class worker_runtime {
   std::atomic<std::int64_t> stall_until_ns_{0};
   /// The epoch the stall was ordered in: a new epoch (the world without the far side) trains at once.
   std::atomic<std::uint64_t> stall_epoch_{0};
-  /// The newest step every rank holds on enough nodes (snapshot_committed), and its epoch; under
-  /// mutex_. The slot never overwrites it: a node lost now restores from there at worst.
-  std::uint64_t committed_epoch_ = 0;
-  std::uint64_t committed_step_ = 0;
 };
 
 }  // namespace rekindle::actors

@@ -133,9 +133,9 @@ expected<result> measure(double target_bytes, const options& o) {
     // timed on its second run in a row: on this VM memory left idle between iterations comes back
     // through page faults (the first copy into it runs 10-25x slower), which both would pay alike.
     const auto snapshot = [&](step_t at) -> status {
-      RK_ASSIGN_OR_RETURN(auto half, slot.begin_write());
-      RK_RETURN_IF_ERROR(task->export_state(half.first(r.bytes)));
-      return slot.publish(at, r.bytes);
+      RK_ASSIGN_OR_RETURN(auto t, slot.begin_write(storage::snapshot_meta::of_step(at)));
+      RK_RETURN_IF_ERROR(task->export_state(t.half.first(r.bytes)));
+      return slot.publish(r.bytes);
     };
     RK_RETURN_IF_ERROR(snapshot(step_t{step.value() - 1}));
     auto t0 = clock_type::now();

@@ -228,19 +228,19 @@ int main(int argc, char** argv) {
   const std::uint64_t state_sum = xxh64(state);
   std::uint64_t step = 0;
 
-  check(slot.write(step_t{++step}, state), "slot write");
+  check(slot.write(snapshot_meta::of_step(step_t{++step}), state).to_status(), "slot write");
   {
     auto v = slot.latest();
     if (!v || v->checksum != state_sum || std::memcmp(v->data.data(), state.data(), bytes) != 0)
       die("the published snapshot does not read back");
   }
-  const double write_s = time_median(o, [&] { check(slot.write(step_t{++step}, state), "slot write"); });
+  const double write_s = time_median(o, [&] { check(slot.write(snapshot_meta::of_step(step_t{++step}), state).to_status(), "slot write"); });
   const double publish_s = time_median(o, [&] {
-    auto half = slot.begin_write();
-    if (!half)
-      die(half.error().to_string());
-    std::memcpy(half->data(), state.data(), bytes);
-    check(slot.publish(step_t{++step}, bytes, state_sum), "publish");
+    auto t = slot.begin_write(snapshot_meta::of_step(step_t{++step}));
+    if (!t)
+      die(t.error().to_string());
+    std::memcpy(t->half.data(), state.data(), bytes);
+    check(slot.publish(bytes, state_sum), "publish");
   });
   if (auto v = slot.latest(); !v || v->step.value() != step)
     die("the last publish does not read back verified");

@@ -29,7 +29,7 @@ namespace {
 // ---- header layout (docs/STORAGE.md, "Snapshot slots"); host byte order ----
 
 constexpr std::uint64_t slot_magic = 0x00'00'54'4f'4c'53'4b'52ull;  // "RKSLOT\0\0" little-endian
-constexpr std::uint32_t slot_version = 1;
+constexpr std::uint32_t slot_version = 2;
 constexpr std::size_t page = 4096;
 constexpr std::uint32_t no_half = 0xffffffffu;
 constexpr std::uint64_t max_capacity = 1ull << 44;  // 16 TiB: far above any rank state
@@ -44,16 +44,22 @@ constexpr std::size_t off_generation = 32;
 constexpr std::size_t off_active = 40;
 constexpr std::size_t off_writer = 48;  // claim: pid (low 32 bits), handle nonce (high 32 bits)
 constexpr std::size_t off_created_ns = 56;
-constexpr std::size_t off_half = 64;
-constexpr std::size_t half_desc_bytes = 64;
+constexpr std::size_t off_pin_sequence = 64;  // even when the pin is stable, odd while it changes
+constexpr std::size_t off_pin_epoch = 72;
+constexpr std::size_t off_pin_step = 80;
+constexpr std::size_t off_half = 128;
+constexpr std::size_t half_desc_bytes = 128;
 // Inside a half descriptor.
 constexpr std::size_t d_sequence = 0;
 constexpr std::size_t d_step = 8;
 constexpr std::size_t d_length = 16;
 constexpr std::size_t d_checksum = 24;
 constexpr std::size_t d_state = 32;
+constexpr std::size_t d_rank = 36;
 constexpr std::size_t d_published_ns = 40;
 constexpr std::size_t d_generation = 48;
+constexpr std::size_t d_epoch = 56;
+constexpr std::size_t d_world = 64;
 
 enum half_state : std::uint32_t { half_empty = 0, half_writing = 1, half_published = 2 };
 
@@ -197,6 +203,9 @@ expected<snapshot_slot> snapshot_slot::create(const std::string& name, std::uint
   u32_at(base, off_active).store(no_half, std::memory_order_relaxed);
   u64_at(base, off_writer).store(0, std::memory_order_relaxed);
   field<std::int64_t>(base, off_created_ns).store(wall_ns(), std::memory_order_relaxed);
+  u64_at(base, off_pin_sequence).store(0, std::memory_order_relaxed);
+  u64_at(base, off_pin_epoch).store(0, std::memory_order_relaxed);
+  u64_at(base, off_pin_step).store(0, std::memory_order_relaxed);
   for (std::uint32_t h = 0; h < 2; ++h) {
     u64_at(base, desc(h, d_sequence)).store(0, std::memory_order_relaxed);
     u32_at(base, desc(h, d_state)).store(half_empty, std::memory_order_relaxed);
@@ -299,17 +308,68 @@ status snapshot_slot::claim_writer() {
   }
 }
 
-expected<std::span<std::byte>> snapshot_slot::begin_write(std::optional<step_t> keep) {
+void snapshot_slot::pin(policy::custody_pin p) noexcept {
+  RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
+  auto seq = u64_at(base_, off_pin_sequence);
+  const std::uint64_t s = seq.load(std::memory_order_relaxed);
+  seq.store(s + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  u64_at(base_, off_pin_epoch).store(p.epoch.value(), std::memory_order_relaxed);
+  u64_at(base_, off_pin_step).store(p.step.value(), std::memory_order_relaxed);
+  seq.store(s + 2, std::memory_order_release);
+}
+
+policy::custody_pin snapshot_slot::pinned() const noexcept {
+  RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
+  for (;;) {
+    const std::uint64_t s1 = u64_at(base_, off_pin_sequence).load(std::memory_order_acquire);
+    const policy::custody_pin p{epoch_t{u64_at(base_, off_pin_epoch).load(std::memory_order_relaxed)},
+                                step_t{u64_at(base_, off_pin_step).load(std::memory_order_relaxed)}};
+    std::atomic_thread_fence(std::memory_order_acquire);
+    // A pinning process killed mid-update leaves the sequence odd: its values are the newest.
+    if (s1 % 2 != 0 || u64_at(base_, off_pin_sequence).load(std::memory_order_relaxed) == s1)
+      return p;
+  }
+}
+
+std::array<std::optional<policy::copy_tag>, 2> snapshot_slot::halves() const {
+  RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
+  std::array<std::optional<policy::copy_tag>, 2> out;
+  for (std::uint32_t h = 0; h < 2; ++h) {
+    for (int i = 0; i < max_read_attempts; ++i) {
+      // A half being written (odd sequence) holds no published copy.
+      const std::uint64_t s1 = u64_at(base_, desc(h, d_sequence)).load(std::memory_order_acquire);
+      if (s1 % 2 != 0)
+        break;
+      const bool published = u32_at(base_, desc(h, d_state)).load(std::memory_order_relaxed) == half_published;
+      const policy::copy_tag tag{epoch_t{u64_at(base_, desc(h, d_epoch)).load(std::memory_order_relaxed)},
+                                 rank_id{u32_at(base_, desc(h, d_rank)).load(std::memory_order_relaxed)},
+                                 step_t{u64_at(base_, desc(h, d_step)).load(std::memory_order_relaxed)}};
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (u64_at(base_, desc(h, d_sequence)).load(std::memory_order_relaxed) != s1)
+        continue;
+      if (published)
+        out[h] = tag;
+      break;
+    }
+  }
+  return out;
+}
+
+expected<write_ticket> snapshot_slot::begin_write(const snapshot_meta& meta) {
   RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
   RK_RETURN_IF_ERROR(claim_writer());
-  std::uint32_t active = u32_at(base_, off_active).load(std::memory_order_acquire);
-  std::uint32_t h = active == 0 ? 1 : 0;
-  // Step 0: the inactive half holds the step to keep (and the active one does not).
-  if (swaps_for(active, keep)) {
-    u32_at(base_, off_active).store(h, std::memory_order_release);
-    std::swap(active, h);
-  }
-  // Step 1.
+  // Step 1: the custody rule.
+  const auto protect = policy::protected_step(pinned(), meta.tag.epoch, meta.epoch_start);
+  write_ticket t;
+  t.plan = policy::plan_slot_write(halves(), protect, meta.tag, meta.snapshot_every);
+  if (!t.plan.half)
+    return t;
+  const std::uint32_t h = *t.plan.half;
+  const std::uint32_t other = h == 0 ? 1 : 0;
+  if (u32_at(base_, off_active).load(std::memory_order_acquire) == h &&
+      u32_at(base_, desc(other, d_state)).load(std::memory_order_acquire) == half_published)
+    u32_at(base_, off_active).store(other, std::memory_order_release);
   auto seq = u64_at(base_, desc(h, d_sequence));
   const std::uint64_t s = seq.load(std::memory_order_relaxed);
   // Odd: a writer died in the middle of this half; it stays odd, and moves on by 2.
@@ -317,32 +377,16 @@ expected<std::span<std::byte>> snapshot_slot::begin_write(std::optional<step_t> 
   u32_at(base_, desc(h, d_state)).store(half_writing, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   writing_ = h;
-  return std::span<std::byte>{half_data(h), capacity_};
+  pending_ = meta;
+  t.half = std::span<std::byte>{half_data(h), capacity_};
+  return t;
 }
 
-bool snapshot_slot::swaps_for(std::uint32_t active, std::optional<step_t> keep) const {
-  if (!keep || active > 1)
-    return false;
-  const auto holds = [&](std::uint32_t x) {
-    return u32_at(base_, desc(x, d_state)).load(std::memory_order_acquire) == half_published &&
-           u64_at(base_, desc(x, d_step)).load(std::memory_order_relaxed) == keep->value();
-  };
-  return holds(active == 0 ? 1 : 0) && !holds(active);
-}
-
-std::optional<step_t> snapshot_slot::overwritten_by(std::optional<step_t> keep) const {
-  RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
-  const std::uint32_t active = u32_at(base_, off_active).load(std::memory_order_acquire);
-  const std::uint32_t h = swaps_for(active, keep) ? active : (active == 0 ? 1 : 0);
-  if (u32_at(base_, desc(h, d_state)).load(std::memory_order_acquire) != half_published)
-    return std::nullopt;
-  return step_t{u64_at(base_, desc(h, d_step)).load(std::memory_order_relaxed)};
-}
-
-status snapshot_slot::publish(step_t step, std::uint64_t length, std::optional<std::uint64_t> checksum) {
+status snapshot_slot::publish(std::uint64_t length, std::optional<std::uint64_t> checksum) {
   RK_CHECK(base_ != nullptr, "snapshot_slot used after move");
   if (!writing_)
-    return status{errc::failed_precondition, "snapshot slot " + name_ + ": publish without begin_write"};
+    return status{errc::failed_precondition, "snapshot slot " + name_ + ": publish without a begin_write that gave a half"};
+  const auto step = pending_.tag.step;
   if (length > capacity_)
     return status{errc::resource_exhausted, "snapshot slot " + name_ + ": snapshot of step " +
                                                 std::to_string(step.value()) + " has " + std::to_string(length) +
@@ -354,6 +398,9 @@ status snapshot_slot::publish(step_t step, std::uint64_t length, std::optional<s
   const std::uint64_t gen = u64_at(base_, off_generation).load(std::memory_order_relaxed) + 1;
   // Step 3.
   u64_at(base_, desc(h, d_step)).store(step.value(), std::memory_order_relaxed);
+  u64_at(base_, desc(h, d_epoch)).store(pending_.tag.epoch.value(), std::memory_order_relaxed);
+  u32_at(base_, desc(h, d_rank)).store(pending_.tag.rank.value(), std::memory_order_relaxed);
+  u32_at(base_, desc(h, d_world)).store(pending_.world, std::memory_order_relaxed);
   u64_at(base_, desc(h, d_length)).store(length, std::memory_order_relaxed);
   u64_at(base_, desc(h, d_checksum)).store(sum, std::memory_order_relaxed);
   field<std::int64_t>(base_, desc(h, d_published_ns)).store(wall_ns(), std::memory_order_relaxed);
@@ -369,15 +416,18 @@ status snapshot_slot::publish(step_t step, std::uint64_t length, std::optional<s
   return {};
 }
 
-status snapshot_slot::write(step_t step, std::span<const std::byte> state) {
+expected<policy::slot_write> snapshot_slot::write(const snapshot_meta& meta, std::span<const std::byte> state) {
   if (state.size() > capacity_)
     return status{errc::resource_exhausted, "snapshot slot " + name_ + ": state of step " +
-                                                std::to_string(step.value()) + " has " + std::to_string(state.size()) +
-                                                " bytes, more than the slot's capacity of " +
+                                                std::to_string(meta.tag.step.value()) + " has " +
+                                                std::to_string(state.size()) + " bytes, more than the slot's capacity of " +
                                                 std::to_string(capacity_) + " bytes"};
-  RK_ASSIGN_OR_RETURN(auto half, begin_write());
-  const std::uint64_t sum = copy_and_hash(half, state);
-  return publish(step, state.size(), sum);
+  RK_ASSIGN_OR_RETURN(auto t, begin_write(meta));
+  if (t.skipped())
+    return t.plan;
+  const std::uint64_t sum = copy_and_hash(t.half, state);
+  RK_RETURN_IF_ERROR(publish(state.size(), sum));
+  return t.plan;
 }
 
 expected<snapshot_view> snapshot_slot::read_half(std::uint32_t a, bool verify) const {
@@ -390,6 +440,9 @@ expected<snapshot_view> snapshot_slot::read_half(std::uint32_t a, bool verify) c
     const std::uint64_t length = u64_at(base_, desc(a, d_length)).load(std::memory_order_relaxed);
     const std::uint64_t sum = u64_at(base_, desc(a, d_checksum)).load(std::memory_order_relaxed);
     const std::uint64_t gen = u64_at(base_, desc(a, d_generation)).load(std::memory_order_relaxed);
+    const std::uint64_t epoch = u64_at(base_, desc(a, d_epoch)).load(std::memory_order_relaxed);
+    const std::uint32_t rank = u32_at(base_, desc(a, d_rank)).load(std::memory_order_relaxed);
+    const std::uint32_t world = u32_at(base_, desc(a, d_world)).load(std::memory_order_relaxed);
     const std::uint32_t state = u32_at(base_, desc(a, d_state)).load(std::memory_order_relaxed);
     const bool sane = length <= capacity_ && state == half_published;
     const std::uint64_t computed =
@@ -410,7 +463,8 @@ expected<snapshot_view> snapshot_slot::read_half(std::uint32_t a, bool verify) c
                                          std::to_string(step) + " fails its checksum (published " +
                                          detail::hex64(sum) + ", computed " + detail::hex64(computed) + " over " +
                                          std::to_string(length) + " bytes)"};
-    return snapshot_view{step_t{step}, std::span<const std::byte>{half_data(a), static_cast<std::size_t>(length)},
+    return snapshot_view{step_t{step},         epoch_t{epoch}, rank_id{rank}, world,
+                         std::span<const std::byte>{half_data(a), static_cast<std::size_t>(length)},
                          sum, a, s1, gen};
   }
   return status{errc::unavailable, "snapshot slot " + name_ + ": the writer overwrote the snapshot during " +
@@ -464,9 +518,9 @@ expected<snapshot_view> snapshot_slot::at_step(step_t step, bool verify) const {
 
 std::vector<step_t> snapshot_slot::steps() const {
   std::vector<step_t> out;
-  for (std::uint32_t h = 0; h < 2; ++h)
-    if (auto v = read_half(h, false); v && u32_at(base_, desc(h, d_state)).load(std::memory_order_acquire) == half_published)
-      out.push_back(v->step);
+  for (const auto& h : halves())
+    if (h)
+      out.push_back(h->step);
   std::sort(out.begin(), out.end());
   return out;
 }

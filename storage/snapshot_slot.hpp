@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -12,12 +13,33 @@
 #include "common/clock.hpp"
 #include "common/expected.hpp"
 #include "common/ids.hpp"
+#include "policy/snapshot_custody.hpp"
 
 namespace rekindle::storage {
+
+/// What a writer is about to publish, and what the custody rule needs to place it
+/// (policy/snapshot_custody.hpp).
+struct snapshot_meta {
+  /// The epoch it is written in, the rank that writes it, its step.
+  policy::copy_tag tag;
+  /// The world size of that epoch.
+  std::uint32_t world = 0;
+  /// The step the writer's epoch restored (0: from scratch): protected until a newer one is pinned.
+  step_t epoch_start;
+  /// Steps between snapshots (0: no anchors).
+  std::uint64_t snapshot_every = 0;
+
+  /// Epoch 0, rank 0, world 0: a snapshot of `step` with nothing else known about it.
+  [[nodiscard]] static snapshot_meta of_step(step_t step) { return {{epoch_t{0}, rank_id{0}, step}, 0, {}, 0}; }
+};
 
 /// A published snapshot as a reader found it.
 struct snapshot_view {
   step_t step;
+  /// The epoch it was written in and the rank and world size that wrote it.
+  epoch_t epoch;
+  rank_id rank;
+  std::uint32_t world = 0;
   /// The snapshot's bytes inside the shared mapping. They stay the snapshot's only while
   /// `snapshot_slot::still_valid(view)` holds: the writer reuses the half two publishes later.
   std::span<const std::byte> data;
@@ -29,6 +51,16 @@ struct snapshot_view {
   std::uint64_t sequence = 0;
   /// Publishes into the slot so far, this one included.
   std::uint64_t generation = 0;
+};
+
+/// What `begin_write` decided.
+struct write_ticket {
+  /// The half to fill (capacity() bytes); empty when the custody rule skips this snapshot.
+  std::span<std::byte> half;
+  /// The rule's decision: the copy the half held (dropped once the new one is published), or why
+  /// the snapshot is skipped.
+  policy::slot_write plan;
+  [[nodiscard]] bool skipped() const noexcept { return !plan.half.has_value(); }
 };
 
 /// A published snapshot copied out of the slot.
@@ -49,24 +81,29 @@ struct snapshot_info {
 /// Layout (little-endian; docs/STORAGE.md, "Snapshot slots"):
 ///
 ///   bytes [0, 4096)                          header: magic "RKSLOT\0\0", version, capacity,
-///                                            generation, active half, writer claim, and one
-///                                            64-byte descriptor per half (sequence, step,
-///                                            length, checksum, state)
+///                                            generation, active half, writer claim, the pin
+///                                            (the newest committed step), and one 128-byte
+///                                            descriptor per half (sequence, step, epoch, rank,
+///                                            world, length, checksum, state)
 ///   bytes [4096, 4096 + capacity)            half 0
 ///   bytes [4096 + capacity, 4096 + 2·cap)    half 1
 ///
-/// Publish protocol. The active half holds the newest published snapshot; the writer only ever
-/// writes the other one:
-///   0. Only when the inactive half holds the step to keep: store it as the active half (release);
-///      the other half, newer but not needed by a restore, becomes the inactive one.
-///   1. begin_write: pick the inactive half h; make its sequence odd (+1, or +2 when it is odd
-///      already because an earlier writer died there) and mark it "writing". Release fence.
+/// Custody. Which half a snapshot overwrites, or whether it is skipped, is the custody rule's
+/// (policy::plan_slot_write), from the copies the halves hold, the pin and the writer's epoch and
+/// restore step: the slot never loses the protected step, whoever writes it. The node's checkpoint
+/// actor writes the pin (`pin`) when the supervisor announces a commit; the writer only writes.
+///
+/// Publish protocol. The active half holds the newest published snapshot:
+///   1. begin_write: the custody rule picks half h (or skips). When h is the active half, the other
+///      one (published) is stored as the active half first (release), so readers always find a
+///      complete snapshot. Make h's sequence odd (+1, or +2 when it is odd already because an
+///      earlier writer died there) and mark it "writing". Release fence.
 ///   2. Copy the state into half h (one memcpy; `write` hashes each chunk while it is in cache).
-///   3. publish: store step, length, checksum and "published" in h's descriptor.
+///   3. publish: store step, epoch, rank, world, length, checksum and "published" in h's descriptor.
 ///   4. Store h's sequence + 1 (even) with release semantics: the half is stable again.
 ///   5. Store h as the active half, then the generation + 1, with release semantics.
-/// A writer killed anywhere before 5 leaves the previous active half untouched; one killed after
-/// 5 has published completely.
+/// A writer killed anywhere before 5 leaves the active half untouched; one killed after 5 has
+/// published completely.
 ///
 /// Read protocol (`latest`, `copy_latest`):
 ///   1. Load the active half a (acquire); none yet: not_found.
@@ -81,8 +118,9 @@ struct snapshot_info {
 /// `write` of a handle claims the slot (its process id and a per-handle nonce) and fails with
 /// unavailable while another handle of a live process holds it; the claim of a process that no
 /// longer exists is taken over (a killed writer must have been reaped, as a zombie still counts as
-/// alive). The destructor releases the claim. Readers may run concurrently with
-/// the writer and each other, in any process. One handle must not be used by two threads at once.
+/// alive). The destructor releases the claim. Readers, and one pinning process (the node's
+/// checkpoint actor), may run concurrently with the writer and each other, in any process. One
+/// handle must not be used by two threads at once.
 class snapshot_slot {
  public:
   /// Bytes of the header page before half 0.
@@ -125,24 +163,26 @@ class snapshot_slot {
   /// Publishes so far.
   [[nodiscard]] std::uint64_t generation() const noexcept;
 
+  // ---- custody ----
+
+  /// Stores the newest committed step (a seqlock: a writer in another process reads it whole).
+  void pin(policy::custody_pin p) noexcept;
+  [[nodiscard]] policy::custody_pin pinned() const noexcept;
+
   // ---- writer ----
 
-  /// Steps 1 of the publish protocol: returns the inactive half to fill (capacity() bytes), e.g. by
-  /// exporting the state straight into it. When the inactive half holds the snapshot of `keep`
-  /// (the newest step every rank of the job is known to hold: a restore will want it), the active
-  /// half is overwritten instead, after the kept one is made active again (step 0 below), so the
-  /// slot never loses `keep`. Errors: unavailable (another live writer).
-  [[nodiscard]] expected<std::span<std::byte>> begin_write(std::optional<step_t> keep = {});
-  /// The published step that `begin_write(keep)` would overwrite now (none: its half is empty).
-  /// The writer asks before it writes, to spare a step it must not lose.
-  [[nodiscard]] std::optional<step_t> overwritten_by(std::optional<step_t> keep) const;
-  /// Steps 3–5: publishes the first `length` bytes of the half `begin_write` returned. Computes
-  /// the checksum when none is given. Errors: failed_precondition (no begin_write),
-  /// resource_exhausted (length > capacity()).
-  [[nodiscard]] status publish(step_t step, std::uint64_t length, std::optional<std::uint64_t> checksum = {});
-  /// The whole protocol for a state in a buffer: one pass copies and hashes. Errors:
-  /// resource_exhausted (the state is larger than the slot), unavailable (another live writer).
-  [[nodiscard]] status write(step_t step, std::span<const std::byte> state);
+  /// Step 1 of the publish protocol: where the snapshot `meta` describes goes, by the custody rule.
+  /// Fill the ticket's half (e.g. by exporting the state straight into it), then `publish`; a
+  /// skipped snapshot needs neither. Errors: unavailable (another live writer).
+  [[nodiscard]] expected<write_ticket> begin_write(const snapshot_meta& meta);
+  /// Steps 3–5: publishes the first `length` bytes of the half `begin_write` returned, as the
+  /// snapshot it described. Computes the checksum when none is given. Errors: failed_precondition
+  /// (no begin_write, or it skipped), resource_exhausted (length > capacity()).
+  [[nodiscard]] status publish(std::uint64_t length, std::optional<std::uint64_t> checksum = {});
+  /// The whole protocol for a state in a buffer: one pass copies and hashes. Returns the custody
+  /// rule's decision (a skipped snapshot writes nothing). Errors: resource_exhausted (the state is
+  /// larger than the slot), unavailable (another live writer).
+  [[nodiscard]] expected<policy::slot_write> write(const snapshot_meta& meta, std::span<const std::byte> state);
 
   // ---- reader ----
 
@@ -155,6 +195,8 @@ class snapshot_slot {
   [[nodiscard]] expected<snapshot_view> at_step(step_t step, bool verify = true) const;
   /// Steps of the published snapshots in the two halves, oldest first (unverified).
   [[nodiscard]] std::vector<step_t> steps() const;
+  /// The copies the two halves hold, by half (none: empty, or not published); unverified.
+  [[nodiscard]] std::array<std::optional<policy::copy_tag>, 2> halves() const;
   /// True while the bytes of `view` are still the snapshot it describes. Check after using them.
   [[nodiscard]] bool still_valid(const snapshot_view& view) const noexcept;
   /// Copies the newest published snapshot into `out` and verifies the copy. Errors: as `latest`,
@@ -162,9 +204,6 @@ class snapshot_slot {
   [[nodiscard]] expected<snapshot_info> copy_latest(std::span<std::byte> out) const;
 
  private:
-  /// Step 0 of the publish protocol: whether the inactive half holds `keep` and the active one
-  /// does not, so that the two swap roles before a write.
-  [[nodiscard]] bool swaps_for(std::uint32_t active, std::optional<step_t> keep) const;
   snapshot_slot(std::string name, std::byte* base, std::size_t size, std::uint64_t capacity) noexcept;
   void release() noexcept;
   [[nodiscard]] status claim_writer();
@@ -179,6 +218,7 @@ class snapshot_slot {
   bool writer_ = false;
   std::uint64_t claim_ = 0;  // the value this handle stored in the header's writer claim
   std::optional<std::uint32_t> writing_;  // the half begin_write handed out
+  snapshot_meta pending_;                 // what begin_write was told it is
 };
 
 }  // namespace rekindle::storage

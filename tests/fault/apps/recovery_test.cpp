@@ -86,7 +86,7 @@ TEST(recovery, sigkill_of_a_rank_restarts_it_in_place_with_the_same_final_loss) 
   // Its own slot, or (killed while writing it over the newest step) that step's replica.
   const auto source = r["source"].get<std::string>();
   EXPECT_TRUE(source == "local memory" || source.starts_with("buddy memory")) << r.dump() << c.log("n0");
-  EXPECT_LE(r["steps_lost"].get<std::uint64_t>(), 5u * actors::snapshots_per_anchor)
+  EXPECT_LE(r["steps_lost"].get<std::uint64_t>(), 5u * policy::snapshots_per_anchor)
       << "at most one anchor interval: " << r.dump() << c.log("n0");
   // Checkpoints on disk go on in the new epoch.
   ASSERT_TRUE(report["checkpoint"]["last_step"].is_number()) << report["checkpoint"].dump();

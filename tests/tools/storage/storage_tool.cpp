@@ -220,14 +220,15 @@ int slot_writer(const args& a) {
     // Alternate the two ways of writing: copy from a buffer, and export straight into the slot.
     if (step % 2 == 0) {
       testing::fill_snapshot(step, std::span<std::byte>{state.data(), len});
-      if (auto r = slot->write(step_t{step}, std::span<const std::byte>{state.data(), len}); !r.ok())
-        return fail(r);
+      if (auto r = slot->write(storage::snapshot_meta::of_step(step_t{step}), std::span<const std::byte>{state.data(), len});
+          !r)
+        return fail(r.error());
     } else {
-      auto half = slot->begin_write();
-      if (!half)
-        return fail(half.error());
-      testing::fill_snapshot(step, half->first(len));
-      if (auto r = slot->publish(step_t{step}, len); !r.ok())
+      auto t = slot->begin_write(storage::snapshot_meta::of_step(step_t{step}));
+      if (!t)
+        return fail(t.error());
+      testing::fill_snapshot(step, t->half.first(len));
+      if (auto r = slot->publish(len); !r.ok())
         return fail(r);
     }
     if (n == 1)

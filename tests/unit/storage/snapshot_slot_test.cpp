@@ -44,32 +44,89 @@ std::vector<std::byte> pattern(std::uint64_t step, std::size_t n) {
 
 std::vector<std::byte> bytes_of(std::span<const std::byte> s) { return {s.begin(), s.end()}; }
 
+snapshot_meta meta(std::uint64_t step) { return snapshot_meta::of_step(step_t{step}); }
+
+// A snapshot of `step` written in `epoch` by a writer whose epoch restored `start`, snapshots every
+// step (anchors every fourth).
+snapshot_meta in_epoch(std::uint64_t epoch, std::uint64_t step, std::uint64_t start = 0) {
+  return {{epoch_t{epoch}, rank_id{2}, step_t{step}}, 4, step_t{start}, 1};
+}
+
 long minor_faults() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_minflt;
 }
 
-TEST_F(slot_fixture, overwritten_by_names_the_step_begin_write_would_replace) {
+TEST_F(slot_fixture, begin_write_names_the_copy_it_replaces_and_publish_records_who_wrote_it) {
   auto slot = make(4096);
-  const auto put = [&](std::uint64_t step, std::optional<step_t> keep = {}) {
-    auto half = slot.begin_write(keep);
-    ASSERT_TRUE(half.has_value()) << half.to_status();
-    ASSERT_TRUE(slot.publish(step_t{step}, 16).ok());
+  const auto put = [&](const snapshot_meta& m) {
+    auto t = slot.begin_write(m);
+    EXPECT_TRUE(t.has_value()) << t.to_status();
+    if (t && !t->skipped()) {
+      EXPECT_TRUE(slot.publish(16).ok());
+    }
+    return t ? t->plan : policy::slot_write{};
   };
-  EXPECT_EQ(slot.overwritten_by({}), std::nullopt) << "an empty slot loses nothing";
-  put(30);
-  EXPECT_EQ(slot.overwritten_by({}), std::nullopt) << "the other half is still empty";
-  // A rollback: step 20 is written after step 30. The next write takes the half written first
-  // (30), not the lower step.
-  put(20);
-  EXPECT_EQ(slot.overwritten_by({}), step_t{30});
-  EXPECT_EQ(slot.overwritten_by(step_t{20}), step_t{30});
-  // Keeping the older half's step makes the newer one go instead.
-  EXPECT_EQ(slot.overwritten_by(step_t{30}), step_t{20});
-  put(25, step_t{30});
-  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{25}, step_t{30}})) << "as predicted, 20 went";
-  EXPECT_EQ(slot.overwritten_by(step_t{99}), step_t{30}) << "a step it does not hold keeps nothing";
+  EXPECT_FALSE(put(in_epoch(3, 30)).overwrites) << "an empty slot loses nothing";
+  EXPECT_FALSE(put(in_epoch(3, 31)).overwrites) << "the other half was still empty";
+  const auto halves = slot.halves();
+  ASSERT_TRUE(halves[0] && halves[1]);
+  EXPECT_EQ(*halves[0], (policy::copy_tag{epoch_t{3}, rank_id{2}, step_t{30}}));
+  // A rollback: epoch 4 restored step 20 from elsewhere; the epoch-3 copies are the older.
+  const auto w = put(in_epoch(4, 21, 20));
+  ASSERT_TRUE(w.overwrites);
+  EXPECT_EQ(*w.overwrites, (policy::copy_tag{epoch_t{3}, rank_id{2}, step_t{30}}));
+  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{21}, step_t{31}}));
+  auto v = slot.at_step(step_t{21});
+  ASSERT_TRUE(v.has_value()) << v.to_status();
+  EXPECT_EQ(v->epoch, epoch_t{4});
+  EXPECT_EQ(v->rank, rank_id{2});
+  EXPECT_EQ(v->world, 4u);
+}
+
+TEST_F(slot_fixture, the_pinned_step_survives_any_number_of_newer_snapshots_and_a_new_writer) {
+  auto slot = make(4096);
+  ASSERT_TRUE(slot.write(in_epoch(1, 10), pattern(10, 1000)).has_value());
+  ASSERT_TRUE(slot.write(in_epoch(1, 11), pattern(11, 1000)).has_value());
+  // The node's checkpoint actor pins the committed step, in another handle (another process).
+  auto custodian = snapshot_slot::open(name);
+  ASSERT_TRUE(custodian.has_value()) << custodian.to_status();
+  custodian->pin({epoch_t{1}, step_t{10}});
+  EXPECT_EQ(slot.pinned(), (policy::custody_pin{epoch_t{1}, step_t{10}}));
+  for (std::uint64_t step : {13u, 14u, 15u}) {
+    auto t = slot.begin_write(in_epoch(1, step));
+    ASSERT_TRUE(t.has_value()) << t.to_status();
+    ASSERT_FALSE(t->skipped()) << step;
+    // While the newer half is rewritten, readers see the pinned one as the newest.
+    auto during = slot.latest();
+    ASSERT_TRUE(during.has_value()) << during.to_status();
+    EXPECT_EQ(during->step, step_t{10});
+    const auto p = pattern(step, 1000);
+    std::memcpy(t->half.data(), p.data(), p.size());
+    ASSERT_TRUE(slot.publish(p.size()).ok());
+    EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{10}, step_t{step}}));
+    auto kept = slot.at_step(step_t{10});
+    ASSERT_TRUE(kept.has_value()) << kept.to_status();
+    EXPECT_EQ(bytes_of(kept->data), pattern(10, 1000));
+    EXPECT_EQ(slot.latest()->step, step_t{step});
+  }
+  // Anchor 16 is not committed: the snapshot after it waits rather than lose 10 or 16.
+  const auto anchor = slot.write(in_epoch(1, 16), pattern(16, 10));
+  ASSERT_TRUE(anchor.has_value() && anchor->overwrites) << anchor.to_status();
+  EXPECT_EQ(anchor->overwrites->step, step_t{15});
+  const auto skipped = slot.write(in_epoch(1, 17), pattern(17, 10));
+  ASSERT_TRUE(skipped.has_value()) << skipped.to_status();
+  EXPECT_FALSE(skipped->half);
+  EXPECT_EQ(skipped->waiting, step_t{16});
+  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{10}, step_t{16}}));
+  // A restarted writer (a new handle) of the same epoch is held to the same pin.
+  slot = snapshot_slot{std::move(*snapshot_slot::open(name))};
+  EXPECT_FALSE(slot.write(in_epoch(1, 18), pattern(18, 10))->half);
+  custodian->pin({epoch_t{1}, step_t{16}});
+  const auto after = slot.write(in_epoch(1, 18), pattern(18, 10));
+  ASSERT_TRUE(after.has_value() && after->overwrites);
+  EXPECT_EQ(after->overwrites->step, step_t{10}) << "16 is committed: 10 may go";
 }
 
 TEST_F(slot_fixture, names_differ_by_data_dir_job_and_rank) {
@@ -88,7 +145,7 @@ TEST_F(slot_fixture, a_published_snapshot_reads_back_verified) {
   EXPECT_EQ(slot.capacity(), 12288u) << "rounded up to whole pages";
   EXPECT_EQ(slot.latest().to_status().code(), errc::not_found);
   const auto a = pattern(7, 5000);
-  ASSERT_TRUE(slot.write(step_t{7}, a).ok());
+  ASSERT_TRUE(slot.write(meta(7), a).has_value());
   EXPECT_EQ(slot.generation(), 1u);
 
   auto reader = snapshot_slot::open(name);
@@ -115,13 +172,13 @@ TEST_F(slot_fixture, both_halves_can_be_read_by_step) {
   auto slot = make(10000);
   EXPECT_TRUE(slot.steps().empty());
   EXPECT_EQ(slot.at_step(step_t{5}).to_status().code(), errc::not_found);
-  ASSERT_TRUE(slot.write(step_t{5}, pattern(5, 3000)).ok());
-  ASSERT_TRUE(slot.write(step_t{10}, pattern(10, 4000)).ok());
+  ASSERT_TRUE(slot.write(meta(5), pattern(5, 3000)).has_value());
+  ASSERT_TRUE(slot.write(meta(10), pattern(10, 4000)).has_value());
   EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{5}, step_t{10}}));
   auto older = slot.at_step(step_t{5});
   ASSERT_TRUE(older.has_value()) << older.to_status();
   EXPECT_EQ(bytes_of(older->data), pattern(5, 3000));
-  ASSERT_TRUE(slot.write(step_t{15}, pattern(15, 4000)).ok());
+  ASSERT_TRUE(slot.write(meta(15), pattern(15, 4000)).has_value());
   auto gone = slot.at_step(step_t{5});
   ASSERT_FALSE(gone.has_value());
   EXPECT_EQ(gone.error().code(), errc::not_found);
@@ -133,23 +190,23 @@ TEST_F(slot_fixture, both_halves_can_be_read_by_step) {
 TEST_F(slot_fixture, readers_see_the_previous_snapshot_until_the_next_is_published) {
   auto slot = make(4096);
   const auto a = pattern(1, 3000);
-  ASSERT_TRUE(slot.write(step_t{1}, a).ok());
+  ASSERT_TRUE(slot.write(meta(1), a).has_value());
   auto first = slot.latest();
   ASSERT_TRUE(first.has_value());
 
   // Export straight into the slot: begin_write, fill, publish.
-  auto half = slot.begin_write();
-  ASSERT_TRUE(half.has_value()) << half.to_status();
-  EXPECT_EQ(half->size(), 4096u);
+  auto t = slot.begin_write(meta(2));
+  ASSERT_TRUE(t.has_value()) << t.to_status();
+  EXPECT_EQ(t->half.size(), 4096u);
   const auto b = pattern(2, 4000);
-  std::memcpy(half->data(), b.data(), b.size());
+  std::memcpy(t->half.data(), b.data(), b.size());
   auto during = slot.latest();
   ASSERT_TRUE(during.has_value());
   EXPECT_EQ(during->step, step_t{1}) << "half-written data is never visible";
   EXPECT_EQ(bytes_of(during->data), a);
   EXPECT_TRUE(slot.still_valid(*first)) << "the writer writes the other half";
 
-  ASSERT_TRUE(slot.publish(step_t{2}, b.size()).ok()) << "the checksum is computed when not given";
+  ASSERT_TRUE(slot.publish(b.size()).ok()) << "the checksum is computed when not given";
   auto second = slot.latest();
   ASSERT_TRUE(second.has_value()) << second.to_status();
   EXPECT_EQ(second->step, step_t{2});
@@ -157,57 +214,28 @@ TEST_F(slot_fixture, readers_see_the_previous_snapshot_until_the_next_is_publish
   EXPECT_NE(second->half, first->half);
   EXPECT_TRUE(slot.still_valid(*first)) << "published but not yet overwritten";
 
-  ASSERT_TRUE(slot.begin_write().has_value());
+  ASSERT_TRUE(slot.begin_write(meta(3)).has_value());
   EXPECT_FALSE(slot.still_valid(*first)) << "the writer now reuses the first half";
   EXPECT_TRUE(slot.still_valid(*second));
-  EXPECT_EQ(slot.publish(step_t{3}, 5000).code(), errc::resource_exhausted);
+  EXPECT_EQ(slot.publish(5000).code(), errc::resource_exhausted);
   EXPECT_EQ(slot.latest()->step, step_t{2});
-}
-
-TEST_F(slot_fixture, a_kept_step_survives_any_number_of_newer_snapshots) {
-  auto slot = make(4096);
-  ASSERT_TRUE(slot.write(step_t{10}, pattern(10, 1000)).ok());
-  ASSERT_TRUE(slot.write(step_t{15}, pattern(15, 1000)).ok());
-  for (std::uint64_t step : {20u, 25u, 30u}) {
-    auto half = slot.begin_write(step_t{10});
-    ASSERT_TRUE(half.has_value()) << half.to_status();
-    // While the newer half is rewritten, readers see the kept one as the newest.
-    auto during = slot.latest();
-    ASSERT_TRUE(during.has_value()) << during.to_status();
-    EXPECT_EQ(during->step, step_t{10});
-    const auto p = pattern(step, 1000);
-    std::memcpy(half->data(), p.data(), p.size());
-    ASSERT_TRUE(slot.publish(step_t{step}, p.size()).ok());
-    EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{10}, step_t{step}}));
-    auto kept = slot.at_step(step_t{10});
-    ASSERT_TRUE(kept.has_value()) << kept.to_status();
-    EXPECT_EQ(bytes_of(kept->data), pattern(10, 1000));
-    EXPECT_EQ(slot.latest()->step, step_t{step});
-  }
-  // Keeping the newest step, or one the slot does not hold, writes the older half as usual.
-  ASSERT_TRUE(slot.begin_write(step_t{30}).has_value());
-  ASSERT_TRUE(slot.publish(step_t{35}, 10).ok());
-  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{30}, step_t{35}}));
-  ASSERT_TRUE(slot.begin_write(step_t{5}).has_value());
-  ASSERT_TRUE(slot.publish(step_t{40}, 10).ok());
-  EXPECT_EQ(slot.steps(), (std::vector<step_t>{step_t{35}, step_t{40}}));
 }
 
 TEST_F(slot_fixture, capacity_is_checked_with_a_precise_error) {
   auto slot = make(4096);
   const auto big = pattern(1, 4097);
-  const auto st = slot.write(step_t{9}, big);
+  const auto st = slot.write(meta(9), big).to_status();
   EXPECT_EQ(st.code(), errc::resource_exhausted);
   EXPECT_NE(st.message().find("state of step 9 has 4097 bytes, more than the slot's capacity of 4096 bytes"),
             std::string::npos)
       << st;
-  EXPECT_EQ(slot.publish(step_t{1}, 1).code(), errc::failed_precondition) << "publish needs begin_write";
+  EXPECT_EQ(slot.publish(1).code(), errc::failed_precondition) << "publish needs begin_write";
   EXPECT_EQ(snapshot_slot::create(name + "x", 0).to_status().code(), errc::invalid_argument);
 }
 
 TEST_F(slot_fixture, a_corrupted_snapshot_fails_its_checksum) {
   auto slot = make(4096);
-  ASSERT_TRUE(slot.write(step_t{4}, pattern(4, 1000)).ok());
+  ASSERT_TRUE(slot.write(meta(4), pattern(4, 1000)).has_value());
   auto v = slot.latest();
   ASSERT_TRUE(v.has_value());
   const_cast<std::byte&>(v->data[500]) ^= std::byte{1};
@@ -218,7 +246,7 @@ TEST_F(slot_fixture, a_corrupted_snapshot_fails_its_checksum) {
   std::vector<std::byte> out(4096);
   EXPECT_EQ(slot.copy_latest(out).to_status().code(), errc::data_loss);
   // The other half, intact, is still found by its step; the damaged one is named by its own.
-  ASSERT_TRUE(slot.write(step_t{8}, pattern(8, 1000)).ok());
+  ASSERT_TRUE(slot.write(meta(8), pattern(8, 1000)).has_value());
   EXPECT_TRUE(slot.at_step(step_t{8}).has_value());
   const auto damaged = slot.at_step(step_t{4}).to_status();
   EXPECT_EQ(damaged.code(), errc::data_loss);
@@ -242,7 +270,7 @@ TEST_F(slot_fixture, create_refuses_an_existing_slot_and_stale_ones_are_removed)
   EXPECT_TRUE(snapshot_slot::remove(foreign).ok());
   EXPECT_TRUE(snapshot_slot::remove(foreign).ok()) << "removing a missing slot is fine";
   // The creator's mapping survives the unlink.
-  EXPECT_TRUE(slot.write(step_t{1}, pattern(1, 10)).ok());
+  EXPECT_TRUE(slot.write(meta(1), pattern(1, 10)).has_value());
 }
 
 // Writes `bytes` as a raw POSIX shared-memory object.
@@ -281,19 +309,19 @@ TEST_F(slot_fixture, open_checks_the_header) {
 
 TEST_F(slot_fixture, one_live_writer_at_a_time_and_a_dead_writer_is_replaced) {
   auto slot = make(4096);
-  ASSERT_TRUE(slot.write(step_t{1}, pattern(1, 100)).ok());
+  ASSERT_TRUE(slot.write(meta(1), pattern(1, 100)).has_value());
   auto second = snapshot_slot::open(name);
   ASSERT_TRUE(second.has_value());
-  auto st = second->write(step_t{2}, pattern(2, 100));
+  auto st = second->write(meta(2), pattern(2, 100)).to_status();
   EXPECT_EQ(st.code(), errc::unavailable);
   EXPECT_NE(st.message().find("live writer (pid " + std::to_string(getpid()) + ")"), std::string::npos) << st;
 
   // A writer that dies in the middle of a write: begin_write, then gone without publishing.
   {
     auto dying = std::move(slot);
-    ASSERT_TRUE(dying.begin_write().has_value());
+    ASSERT_TRUE(dying.begin_write(meta(2)).has_value());
   }
-  ASSERT_TRUE(second->write(step_t{3}, pattern(3, 200)).ok()) << "the claim was released";
+  ASSERT_TRUE(second->write(meta(3), pattern(3, 200)).has_value()) << "the claim was released";
   auto v = second->latest();
   ASSERT_TRUE(v.has_value()) << v.to_status();
   EXPECT_EQ(v->step, step_t{3});
@@ -314,7 +342,7 @@ TEST_F(slot_fixture, one_live_writer_at_a_time_and_a_dead_writer_is_replaced) {
     close(fd);
   }
   second = snapshot_slot::open(name);  // the old handle releases nothing: its claim was overwritten
-  EXPECT_TRUE(third->write(step_t{4}, pattern(4, 10)).ok());
+  EXPECT_TRUE(third->write(meta(4), pattern(4, 10)).has_value());
   EXPECT_EQ(third->latest()->step, step_t{4});
 }
 
@@ -327,7 +355,7 @@ TEST_F(slot_fixture, the_first_copy_into_a_slot_takes_no_page_faults) {
   const std::vector<std::byte> state(bytes, std::byte{3});  // touched source
 
   const long before = minor_faults();
-  ASSERT_TRUE(worker->write(step_t{1}, state).ok());
+  ASSERT_TRUE(worker->write(meta(1), state).has_value());
   const long faults = minor_faults() - before;
   EXPECT_LT(faults, pages / 100) << faults << " page faults for " << pages << " pages";
 
