@@ -448,8 +448,8 @@ caf::behavior supervisor_actor::make_behavior() {
         spdlog::trace("rank {} step {} of epoch {} held on node {} ({})", h.rank.value(), h.step.value(), h.epoch.value(),
                       h.holder.value(), h.kind);
         if (policy_.on_snapshot({h.epoch, h.rank, h.step, h.holder, static_cast<state_source::kind>(h.kind)})) {
-          spdlog::debug("step {} committed", policy_.committed()->value());
-          to_all_agents(policy_.epoch(), caf::make_message(snapshot_committed{policy_.epoch(), *policy_.committed()}));
+          spdlog::debug("step {} committed", policy_.copies().committed()->value());
+          to_all_agents(policy_.epoch(), caf::make_message(snapshot_committed{policy_.epoch(), *policy_.copies().committed()}));
         }
         if (h.kind == 0 && h.epoch == policy_.epoch())
           maybe_persist(h.step);
@@ -484,7 +484,7 @@ std::string supervisor_actor::status_json(bool full) const {
   if (!step_seconds_.empty() && max_step_ > 0 && step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1] > 0)
     j["tokens_per_s"] = tokens_per_step / step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1];
   // The newest step every rank holds on enough nodes: where a failure now restores to at worst.
-  if (auto c = policy_.committed())
+  if (auto c = policy_.copies().committed())
     j["committed_step"] = c->value();
   else
     j["committed_step"] = nullptr;

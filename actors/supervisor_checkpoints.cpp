@@ -113,7 +113,7 @@ void supervisor_actor::maybe_persist(step_t step) {
     return;
   }
   slot_reports_.erase(slot_reports_.begin(), slot_reports_.upper_bound(step));
-  if (!policy_.held_in_every_slot(step))
+  if (!policy_.copies().held_in_every_slot(step))
     return;
   storage::checkpoint_manifest m;
   m.step = step;

@@ -9,7 +9,7 @@
 // halves). Every `snapshots_per_anchor`-th snapshot step is an *anchor*: the rule depends on the
 // step alone, so every rank keeps the same steps however late a message arrives. A step is
 // *committed* once every rank of the world holds it on enough live nodes (the supervisor decides,
-// policy/supervisor_policy.hpp); the node's checkpoint actor writes the newest committed step into
+// policy/snapshot_registry.hpp); the node's checkpoint actor writes the newest committed step into
 // each of its slots as the *pin*. A writer's epoch starts from its *restore step* (0: from
 // scratch). The *protected step* of a writer in epoch e is the newest of its restore step and a
 // step pinned in epoch e or later: a node lost now restores from there at worst, so no slot

@@ -23,12 +23,6 @@ std::string_view to_string(job_state s) noexcept {
 
 namespace {
 
-constexpr std::size_t steps_kept_per_rank = 4;
-/// Reported copies (on_snapshot) are forgotten when their holder reports them dropped; the window
-/// only bounds a lost notice. It is wide because one node's reports may trail another's by several
-/// snapshots on a busy machine, and the window must still hold a step that every rank has.
-constexpr std::size_t reported_steps_kept_per_rank = 16;
-
 bool active(job_state s) { return s == job_state::rendezvous || s == job_state::running; }
 
 }  // namespace
@@ -51,7 +45,7 @@ policy_config policy_config_of(const config::spec& s) {
 }
 
 supervisor_policy::supervisor_policy(policy_config config, const clock& time)
-    : config_(std::move(config)), clock_(time), nodes_(config_.nodes.size()) {}
+    : config_(std::move(config)), clock_(time), nodes_(config_.nodes.size()), copies_(config_.nodes.size()) {}
 
 std::uint32_t supervisor_policy::restarts_of(rank_id r) const {
   auto it = ranks_.find(r);
@@ -124,11 +118,8 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
   const bool renumbered = placement.size() != placement_.size() ||
                           !std::equal(placement.begin(), placement.end(), placement_.begin(),
                                       [](const rank_slot& a, const rank_slot& b) { return a.rank == b.rank; });
-  if (renumbered || world_gen_ == 0)
-    ++world_gen_;
   epoch_ = epoch_.next();
-  gen_of_epoch_[epoch_] = world_gen_;
-  snapshots_[world_gen_].world = static_cast<std::uint32_t>(placement.size());
+  copies_.begin_epoch(epoch_, static_cast<std::uint32_t>(placement.size()), renumbered);
   placement_ = std::move(placement);
   const auto now = clock_.now();
   std::map<rank_id, rank_state> kept;
@@ -161,6 +152,7 @@ std::vector<policy_action> supervisor_policy::on_node_up(node_id n) {
   auto& node = nodes_[n.value()];
   const bool was_up = node.up;
   node.up = true;
+  copies_.set_up(n, true);
   node.last_heartbeat = clock_.now();
   if (!was_up)
     out.push_back(note_event{"node_up", config_.nodes[n.value()].name + " is up", {}, n});
@@ -187,12 +179,8 @@ std::vector<policy_action> supervisor_policy::on_node_lost(node_id n, const std:
   if (n.value() >= nodes_.size() || !nodes_[n.value()].up)
     return out;
   nodes_[n.value()].up = false;
+  copies_.set_up(n, false);  // its copies of rank states are gone
   out.push_back(note_event{"node_lost", config_.nodes[n.value()].name + " lost: " + why, {}, n});
-  // Its copies of rank states are gone.
-  for (auto& [gen, w] : snapshots_)
-    for (auto& [rank, steps] : w.ranks)
-      for (auto& [step, h] : steps)
-        std::erase_if(h, [&](const auto& holder) { return holder.first == n; });
   const bool holds_ranks = std::any_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.node == n; });
   if (!holds_ranks || state_ == job_state::waiting_for_nodes || state_ == job_state::completed ||
       state_ == job_state::failed || state_ == job_state::stopped)
@@ -247,122 +235,9 @@ std::vector<policy_action> supervisor_policy::on_rank_ready(rank_id r, epoch_t e
   return out;
 }
 
-bool supervisor_policy::on_snapshot(const snapshot_report& r) {
-  auto gen = gen_of_epoch_.find(r.epoch);
-  if (gen == gen_of_epoch_.end() || r.holder.value() >= nodes_.size())
-    return false;
-  auto& w = snapshots_[gen->second];
-  auto& steps = w.ranks[r.rank];
-  steps[r.step].insert({r.holder, r.where});
-  // The oldest steps make room, except the committed one: the slots keep it too.
-  const auto kept = committed_ && committed_->first == gen->second ? std::optional<step_t>{committed_->second}
-                                                                   : std::nullopt;
-  for (auto it = steps.begin(); steps.size() > reported_steps_kept_per_rank && it != steps.end();)
-    it = kept && it->first == *kept ? std::next(it) : steps.erase(it);
-  if (gen->second != world_gen_ || (kept && *kept >= r.step))
-    return false;
-  const auto up = std::count_if(nodes_.begin(), nodes_.end(), [](const node_state& n) { return n.up; });
-  if (!held_everywhere(w, r.step, up >= 2 ? 2 : 1))
-    return false;
-  committed_ = {gen->second, r.step};
-  return true;
-}
+bool supervisor_policy::on_snapshot(const snapshot_report& r) { return copies_.on_held(r); }
 
-void supervisor_policy::on_snapshot_dropped(const snapshot_report& r) {
-  if (auto gen = gen_of_epoch_.find(r.epoch); gen != gen_of_epoch_.end())
-    forget_copy(gen->second, r.rank, r.step, r.holder, r.where);
-}
-
-void supervisor_policy::forget_copy(std::uint32_t gen, rank_id r, step_t step, node_id holder, state_source::kind where) {
-  auto w = snapshots_.find(gen);
-  if (w == snapshots_.end())
-    return;
-  auto rank = w->second.ranks.find(r);
-  if (rank == w->second.ranks.end())
-    return;
-  auto at = rank->second.find(step);
-  if (at == rank->second.end())
-    return;
-  at->second.erase({holder, where});
-  if (at->second.empty())
-    rank->second.erase(at);
-}
-
-std::string supervisor_policy::missing_copies() const {
-  auto gen = snapshots_.rbegin();
-  while (gen != snapshots_.rend() && gen->second.world == 0)
-    ++gen;
-  if (gen == snapshots_.rend())
-    return "none was ever reported";
-  const auto& w = gen->second;
-  const auto steps_of = [&](rank_id r) {
-    std::string out;
-    if (auto it = w.ranks.find(r); it != w.ranks.end())
-      for (const auto& [s, copies] : it->second)
-        if (std::any_of(copies.begin(), copies.end(), [&](const auto& h) { return node_up(h.first); }))
-          out += (out.empty() ? "" : ", ") + std::to_string(s.value());
-    return out.empty() ? std::string{"none"} : out;
-  };
-  const auto first = w.ranks.find(rank_id{0});
-  if (first == w.ranks.end() || first->second.empty())
-    return "rank 0 of the " + std::to_string(w.world) + "-rank world holds none on a live node";
-  for (std::uint32_t r = 1; r < w.world; ++r)
-    if (steps_of(rank_id{r}) != steps_of(rank_id{0}))
-      return "of the " + std::to_string(w.world) + "-rank world, rank 0 holds steps " + steps_of(rank_id{0}) +
-             " and rank " + std::to_string(r) + " holds " + steps_of(rank_id{r}) + " on live nodes";
-  return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + steps_of(rank_id{0});
-}
-
-bool supervisor_policy::held_in_every_slot(step_t step) const {
-  auto w = snapshots_.find(world_gen_);
-  if (w == snapshots_.end() || w->second.world == 0)
-    return false;
-  for (std::uint32_t r = 0; r < w->second.world; ++r) {
-    auto rank = w->second.ranks.find(rank_id{r});
-    if (rank == w->second.ranks.end())
-      return false;
-    auto at = rank->second.find(step);
-    if (at == rank->second.end() ||
-        std::none_of(at->second.begin(), at->second.end(), [&](const auto& h) {
-          return h.second == state_source::kind::local_slot && node_up(h.first);
-        }))
-      return false;
-  }
-  return true;
-}
-
-void supervisor_policy::on_checkpoint_committed(step_t step, std::uint32_t world) {
-  if (world > 0)
-    checkpoints_[step] = world;
-}
-
-void supervisor_policy::forget_checkpoint(step_t step) { checkpoints_.erase(step); }
-
-std::optional<step_t> supervisor_policy::committed() const {
-  if (committed_ && committed_->first == world_gen_)
-    return committed_->second;
-  return std::nullopt;
-}
-
-bool supervisor_policy::held_everywhere(const world_snapshots& w, step_t s, std::size_t copies) const {
-  if (w.world == 0)
-    return false;
-  for (std::uint32_t r = 0; r < w.world; ++r) {
-    auto rank = w.ranks.find(rank_id{r});
-    if (rank == w.ranks.end())
-      return false;
-    auto at = rank->second.find(s);
-    if (at == rank->second.end())
-      return false;
-    std::set<node_id> live;
-    for (const auto& [holder, kind] : at->second)
-      if (node_up(holder))
-        live.insert(holder);
-    if (live.size() < copies)
-      return false;
-  }
-  return true;
-}
+void supervisor_policy::on_snapshot_dropped(const snapshot_report& r) { copies_.on_dropped(r); }
 
 std::vector<policy_action> supervisor_policy::on_restore_failed(rank_id r, epoch_t e, rank_id old_rank, step_t step,
                                                                 node_id holder, state_source::kind where,
@@ -371,9 +246,9 @@ std::vector<policy_action> supervisor_policy::on_restore_failed(rank_id r, epoch
   if (e != epoch_ || state_ != job_state::running)
     return out;
   if (where == state_source::kind::disk)
-    forget_checkpoint(step);
+    copies_.forget_checkpoint(step);
   else
-    forget_copy(restore_gen_, old_rank, step, holder, where);
+    copies_.forget_restore_copy(old_rank, step, holder, where);
   const auto name = holder.value() < config_.nodes.size() ? config_.nodes[holder.value()].name
                                                           : "node " + std::to_string(holder.value());
   const char* kinds[] = {"its slot", "a buddy replica", "disk"};
@@ -387,75 +262,6 @@ std::vector<policy_action> supervisor_policy::on_restore_failed(rank_id r, epoch
   return out;
 }
 
-std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_restore() const {
-  auto memory = choose_from_memory();
-  if (checkpoints_.empty() || (memory && memory->step >= checkpoints_.rbegin()->first))
-    return memory;
-  // The newest committed checkpoint is newer than anything in memory: every rank reads its shard
-  // (or, in another world size, all of them) from the checkpoint directory.
-  const auto& [step, world] = *checkpoints_.rbegin();
-  node_id reader{0};
-  for (std::uint32_t n = 0; n < nodes_.size(); ++n)
-    if (node_up(node_id{n})) {
-      reader = node_id{n};
-      break;
-    }
-  restore_choice c;
-  c.gen = 0;
-  c.step = step;
-  c.world = world;
-  for (std::uint32_t r = 0; r < world; ++r)
-    c.sources.push_back(state_source{rank_id{r}, reader, state_source::kind::disk});
-  return c;
-}
-
-std::optional<supervisor_policy::restore_choice> supervisor_policy::choose_from_memory() const {
-  for (auto gen = snapshots_.rbegin(); gen != snapshots_.rend(); ++gen) {
-    const auto& w = gen->second;
-    if (w.world == 0)
-      continue;
-    // Candidate steps: those of rank 0, newest first; a step counts when every rank of the world
-    // has it on a live node.
-    auto first = w.ranks.find(rank_id{0});
-    if (first == w.ranks.end())
-      continue;
-    for (auto step = first->second.rbegin(); step != first->second.rend(); ++step) {
-      restore_choice c;
-      c.gen = gen->first;
-      c.step = step->first;
-      c.world = w.world;
-      bool complete = true;
-      for (std::uint32_t r = 0; r < w.world && complete; ++r) {
-        auto rank = w.ranks.find(rank_id{r});
-        if (rank == w.ranks.end()) {
-          complete = false;
-          break;
-        }
-        auto at = rank->second.find(step->first);
-        if (at == rank->second.end()) {
-          complete = false;
-          break;
-        }
-        // Prefer the rank's own slot, then a replica, then disk; always a live holder.
-        std::optional<state_source> best;
-        for (const auto& [holder, kind] : at->second) {
-          if (!node_up(holder))
-            continue;
-          if (!best || kind < best->where)
-            best = state_source{rank_id{r}, holder, kind};
-        }
-        if (!best)
-          complete = false;
-        else
-          c.sources.push_back(*best);
-      }
-      if (complete)
-        return c;
-    }
-  }
-  return std::nullopt;
-}
-
 void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
   for (const auto& s : placement_)
     if (ranks_[s.rank].ready_epoch != epoch_)
@@ -463,8 +269,8 @@ void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
   start_epoch start;
   start.epoch = epoch_;
   start.placement = placement_;
-  if (auto choice = choose_restore()) {
-    restore_gen_ = choice->gen;
+  if (auto choice = copies_.choose_restore()) {
+    copies_.restoring_from(*choice);
     start.restore_step = choice->step;
     start.restore_world = choice->world;
     start.sources = std::move(choice->sources);
@@ -473,7 +279,7 @@ void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
     start.restore_world = world();
     if (step_.value() > 0)
       out.push_back(note_event{"no_snapshot",
-                               "no complete snapshot survives (" + missing_copies() + "): training restarts from step 0",
+                               "no complete snapshot survives (" + copies_.missing_copies() + "): training restarts from step 0",
                                {}, {}});
   }
   state_ = job_state::running;
@@ -646,6 +452,7 @@ std::vector<policy_action> supervisor_policy::on_nodes_up(std::span<const node_i
     if (!node.up)
       out.push_back(note_event{"node_up", config_.nodes[n.value()].name + " is up", {}, n});
     node.up = true;
+    copies_.set_up(n, true);
     node.last_heartbeat = now;
   }
   const auto wanted = placement_.empty() ? initial_placement() : placement_;
@@ -710,96 +517,15 @@ std::vector<policy_action> supervisor_policy::on_progress_all(epoch_t e, step_t 
   return out;
 }
 
-void supervisor_policy::on_snapshot_all(epoch_t e, step_t s, state_source::kind where,
+bool supervisor_policy::on_snapshot_all(epoch_t e, step_t s, state_source::kind where,
                                         std::span<const node_id> holder_of_node) {
-  if (e != epoch_)
-    return;
-  auto gen = gen_of_epoch_.find(e);
-  if (gen == gen_of_epoch_.end())
-    return;
-  auto& ranks = snapshots_[gen->second].ranks;
-  auto it = ranks.begin();
-  for (const auto& slot : placement_) {
-    const node_id holder = holder_of_node.empty() ? slot.node
-                           : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
-                                                                       : node_id{~std::uint32_t{0}};
-    if (holder.value() >= nodes_.size())
-      continue;
-    if (it == ranks.end() || it->first != slot.rank)
-      it = ranks.try_emplace(slot.rank).first;
-    auto& steps = it->second;
-    if (auto at = steps.find(s); at != steps.end()) {
-      at->second.insert({holder, where});
-    } else if (steps.size() >= steps_kept_per_rank && steps.begin()->first < s) {
-      // The oldest step makes room, as in on_snapshot; reuse its nodes rather than free them
-      // and allocate new ones (16,384 ranks report at once).
-      auto old = steps.extract(steps.begin());
-      old.key() = s;
-      auto& h = old.mapped();
-      if (h.empty()) {
-        h.insert({holder, where});
-      } else {
-        auto first = h.extract(h.begin());
-        h.clear();
-        first.value() = {holder, where};
-        h.insert(std::move(first));
-      }
-      steps.insert(std::move(old));
-    } else {
-      steps[s].insert({holder, where});
-      while (steps.size() > steps_kept_per_rank)
-        steps.erase(steps.begin());
-    }
-    ++it;
-  }
+  return e == epoch_ && copies_.on_held_all(e, s, where, placement_, holder_of_node);
 }
 
-std::optional<step_t> supervisor_policy::complete_step(const world_snapshots& w) const {
-  if (w.world == 0)
-    return std::nullopt;
-  auto first = w.ranks.find(rank_id{0});
-  if (first == w.ranks.end())
-    return std::nullopt;
-  for (auto step = first->second.rbegin(); step != first->second.rend(); ++step) {
-    bool all = true;
-    auto rank = w.ranks.begin();
-    for (std::uint32_t r = 0; r < w.world && all; ++r) {
-      if (rank == w.ranks.end() || rank->first != rank_id{r})
-        rank = w.ranks.find(rank_id{r});
-      if (rank == w.ranks.end())
-        return std::nullopt;
-      auto at = rank->second.find(step->first);
-      all = at != rank->second.end() &&
-            std::any_of(at->second.begin(), at->second.end(), [&](const auto& holder) { return node_up(holder.first); });
-      ++rank;
-    }
-    if (all)
-      return step->first;
-  }
-  return std::nullopt;
-}
-
-std::size_t supervisor_policy::prune_snapshots() {
-  // The restore point is in the newest complete generation (as choose_restore() finds it); keep
-  // that one and the newest complete one before it.
-  auto gen = snapshots_.rbegin();
-  while (gen != snapshots_.rend() && !complete_step(gen->second))
-    ++gen;
-  if (gen == snapshots_.rend())
-    return 0;
-  auto keep_from = gen->first;
-  for (++gen; gen != snapshots_.rend(); ++gen) {
-    if (complete_step(gen->second)) {
-      keep_from = gen->first;
-      break;
-    }
-  }
-  std::size_t forgotten = 0;
-  for (auto it = snapshots_.begin(); it != snapshots_.end() && it->first < keep_from;) {
-    it = snapshots_.erase(it);
-    ++forgotten;
-  }
-  return forgotten;
+void supervisor_policy::on_snapshot_dropped_all(epoch_t e, step_t s, state_source::kind where,
+                                                std::span<const node_id> holder_of_node) {
+  if (e == epoch_)
+    copies_.on_dropped_all(e, s, where, placement_, holder_of_node);
 }
 
 std::vector<policy_action> supervisor_policy::pause() {
@@ -807,7 +533,7 @@ std::vector<policy_action> supervisor_policy::pause() {
   if (!active(state_))
     return out;
   epoch_ = epoch_.next();
-  gen_of_epoch_[epoch_] = world_gen_;
+  copies_.begin_epoch(epoch_, world(), false);
   out.push_back(note_event{"paused", "paused at step " + std::to_string(step_.value()), {}, {}});
   out.push_back(persist_epoch{epoch_});
   out.push_back(abort_ranks{epoch_});
@@ -913,9 +639,7 @@ std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last
   step_ = step;
   state_ = job_state::waiting_for_nodes;
   // Copies of rank states the nodes report again belong to the reloaded epoch's world.
-  world_gen_ = 1;
-  gen_of_epoch_[epoch_] = world_gen_;
-  snapshots_[world_gen_].world = static_cast<std::uint32_t>(placement_.size());
+  copies_.begin_epoch(epoch_, static_cast<std::uint32_t>(placement_.size()), true);
   for (const auto& s : placement_)
     ranks_[s.rank];
   return {note_event{"supervisor_restarted",

@@ -13,6 +13,7 @@
 #include "common/clock.hpp"
 #include "common/ids.hpp"
 #include "config/fwd.hpp"
+#include "policy/snapshot_registry.hpp"
 
 namespace rekindle::policy {
 
@@ -45,25 +46,6 @@ struct policy_config {
 
 /// The policy's view of a validated cluster and job configuration.
 [[nodiscard]] policy_config policy_config_of(const config::spec& spec);
-
-/// Where one rank of an epoch runs.
-struct rank_slot {
-  rank_id rank;
-  node_id node;
-  /// Index among the node's ranks: selects its device and snapshot slot.
-  std::uint32_t local_index = 0;
-  bool operator==(const rank_slot&) const = default;
-};
-
-/// Where the state of one rank of the previous world can be read at the restore step.
-struct state_source {
-  /// The rank in the world that wrote it.
-  rank_id old_rank;
-  /// The node that holds it in memory (its own node's slot, or a buddy's replica).
-  node_id holder;
-  enum class kind : std::uint8_t { local_slot, buddy_replica, disk } where = kind::local_slot;
-  bool operator==(const state_source&) const = default;
-};
 
 /// The job's lifecycle, as the supervisor drives it.
 ///
@@ -147,17 +129,6 @@ struct note_event {
 
 using policy_action = std::variant<persist_epoch, abort_ranks, assign_buddies, spawn_rank, kill_rank, start_epoch, finish_job, note_event>;
 
-/// A copy of one rank's state that a node holds: its own rank's slot, a buddy's replica, or a
-/// checkpoint on disk.
-struct snapshot_report {
-  /// The epoch in which the rank wrote it (names the world it belongs to).
-  epoch_t epoch;
-  rank_id rank;
-  step_t step;
-  node_id holder;
-  state_source::kind where = state_source::kind::local_slot;
-};
-
 /// The supervisor's decisions, without CAF, without I/O, with an injected clock.
 ///
 /// The supervisor actor feeds it events (nodes and ranks coming and going, progress, timer ticks,
@@ -193,25 +164,20 @@ class supervisor_policy {
   void on_heartbeat(node_id n);
   /// (2) A rank registered for an epoch.
   std::vector<policy_action> on_rank_ready(rank_id r, epoch_t e);
-  /// A node holds a copy of a rank's state (reported after each snapshot, replication, commit).
+  /// A node holds a copy of a rank's state (reported after each snapshot and replication).
   /// Returns true when this report commits a newer step of the current world: every rank holds it
   /// on enough live nodes (two when two or more nodes are up, for a buddy replica; else one).
-  /// Replicas keep the committed step (see snapshot_committed).
+  /// The nodes pin the committed step (see snapshot_committed).
   bool on_snapshot(const snapshot_report& r);
-  /// Whether every rank of the current world holds `step` in its own slot on a live node: what
-  /// persisting that step needs.
-  [[nodiscard]] bool held_in_every_slot(step_t step) const;
-  /// A checkpoint of `step` for a world of `world` ranks is committed on disk: a restore may use
-  /// it when no newer step survives in memory.
-  void on_checkpoint_committed(step_t step, std::uint32_t world);
-  /// The checkpoint of `step` is gone (retention) or unreadable: restores no longer count on it.
-  void forget_checkpoint(step_t step);
-  /// Committed checkpoints a restore may use, step → world size.
-  [[nodiscard]] const std::map<step_t, std::uint32_t>& checkpoints() const noexcept { return checkpoints_; }
   /// A node no longer holds a copy it reported: restores stop counting on it.
   void on_snapshot_dropped(const snapshot_report& r);
-  /// The newest committed step of the current world, if any.
-  [[nodiscard]] std::optional<step_t> committed() const;
+  /// The record of copies and checkpoints (committed step, checkpoints on disk, restore choice).
+  [[nodiscard]] const snapshot_registry& copies() const noexcept { return copies_; }
+  /// A checkpoint of `step` for a world of `world` ranks is committed on disk: a restore may use
+  /// it when no newer step survives in memory.
+  void on_checkpoint_committed(step_t step, std::uint32_t world) { copies_.on_checkpoint_committed(step, world); }
+  /// The checkpoint of `step` is gone (retention) or unreadable: restores no longer count on it.
+  void forget_checkpoint(step_t step) { copies_.forget_checkpoint(step); }
   /// (5) Rank `r` could not read the copy of `old_rank`'s state at `step` held by `holder` as
   /// `where`, named in the start of epoch `e`: that copy is forgotten and a new epoch chooses the
   /// restore point again (an older step, another copy, or step 0).
@@ -244,15 +210,13 @@ class supervisor_policy {
   /// current epoch (else nothing happens): on_snapshot for each rank with `where` and, as holder,
   /// the rank's own node when `holder_of_node` is empty, else `holder_of_node[its node]`. As for
   /// on_snapshot, a holder that is not a node of the configuration records nothing for that rank.
-  void on_snapshot_all(epoch_t e, step_t s, state_source::kind where, std::span<const node_id> holder_of_node = {});
+  /// Returns true when it commits a newer step.
+  bool on_snapshot_all(epoch_t e, step_t s, state_source::kind where, std::span<const node_id> holder_of_node = {});
+  /// on_snapshot_dropped for every rank of the placement, as on_snapshot_all.
+  void on_snapshot_dropped_all(epoch_t e, step_t s, state_source::kind where, std::span<const node_id> holder_of_node = {});
 
-  /// Forgets the copies recorded for world generations a restore is unlikely to need: those
-  /// older than both the generation a restore would use now (the newest with a step that every
-  /// rank can read from a live node) and the newest older generation that is complete too, kept
-  /// as the fallback should the first lose its step. Returns how many generations it forgot.
-  /// Without it the record grows by one generation per change of the world (at 16,384 ranks about
-  /// 7 MB each) and every node loss walks all of them.
-  std::size_t prune_snapshots();
+  /// Forgets the copies of world generations a restore is unlikely to need (snapshot_registry::prune).
+  std::size_t prune_snapshots() { return copies_.prune(); }
 
   // ---- operator commands (7, 9, 10, 11) -----------------------------------------------------
   std::vector<policy_action> pause();
@@ -281,31 +245,6 @@ class supervisor_policy {
     /// training does not).
     std::uint32_t quick_failures = 0;
   };
-  /// Copies of rank states by world generation, rank, step: the nodes holding them and how.
-  using holders = std::set<std::pair<node_id, state_source::kind>>;
-  struct world_snapshots {
-    std::uint32_t world = 0;
-    std::map<rank_id, std::map<step_t, holders>> ranks;
-  };
-  struct restore_choice {
-    std::uint32_t gen = 0;
-    step_t step;
-    std::uint32_t world = 0;
-    std::vector<state_source> sources;
-  };
-  /// The newest step whose state every rank of one world can still read from a live node, or the
-  /// newest committed checkpoint on disk when that is newer.
-  [[nodiscard]] std::optional<restore_choice> choose_restore() const;
-  /// As choose_restore, from copies in memory only.
-  [[nodiscard]] std::optional<restore_choice> choose_from_memory() const;
-  /// The newest step of `w` that every rank can read from a live node.
-  [[nodiscard]] std::optional<step_t> complete_step(const world_snapshots& w) const;
-  /// Forgets that `holder` has rank `r`'s state of `step` in generation `gen` as `where`.
-  void forget_copy(std::uint32_t gen, rank_id r, step_t step, node_id holder, state_source::kind where);
-  /// Why no restore point exists, for the event: the steps the ranks still hold.
-  [[nodiscard]] std::string missing_copies() const;
-  /// True when every rank of `w` holds `s` on at least `copies` live nodes.
-  [[nodiscard]] bool held_everywhere(const world_snapshots& w, step_t s, std::size_t copies) const;
   struct node_state {
     bool up = false;
     bool drained = false;
@@ -333,16 +272,8 @@ class supervisor_policy {
   step_t step_;
   /// Step the current epoch started from.
   step_t start_step_;
-  /// A new world generation begins with every change of the rank numbering.
-  std::uint32_t world_gen_ = 0;
-  std::map<epoch_t, std::uint32_t> gen_of_epoch_;
-  std::map<std::uint32_t, world_snapshots> snapshots_;
-  /// The newest committed step and its generation.
-  std::optional<std::pair<std::uint32_t, step_t>> committed_;
-  /// The generation the current epoch restored from.
-  std::uint32_t restore_gen_ = 0;
-  /// Committed checkpoints on disk: step → world size.
-  std::map<step_t, std::uint32_t> checkpoints_;
+  /// Where the ranks' states are: copies in memory and checkpoints on disk.
+  snapshot_registry copies_;
   clock::time_point rendezvous_since_;
   std::optional<clock::time_point> collective_error_since_;
   /// Ranks of this epoch that reported a failed collective: they wait, they are not stuck.

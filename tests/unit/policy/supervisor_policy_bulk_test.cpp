@@ -210,6 +210,60 @@ TEST(supervisor_policy_bulk, snapshot_all_of_an_older_epoch_records_nothing) {
   EXPECT_EQ(starts[0].restore_step, step_t{0});
 }
 
+TEST(supervisor_policy_bulk, snapshot_and_drop_all_commit_and_forget_as_per_rank_reports_do) {
+  // The same history per rank and in bulk: the committed step, the window of reported steps (the
+  // committed one kept past it), and the copies dropped.
+  const std::vector<node_id> buddy{node_id{1}, node_id{2}, node_id{0}};
+  const auto run = [&](bool bulk) {
+    fake_clock clock;
+    auto p = std::make_unique<supervisor_policy>(three_nodes(false), clock);
+    nodes_up(*p, 3);
+    (void)p->on_ranks_ready(ranks_of(*p), p->epoch());
+    std::vector<std::optional<step_t>> committed;
+    std::vector<step_t> at_90;
+    const auto held = [&](std::uint64_t step, state_source::kind where, std::span<const node_id> holders) {
+      if (bulk)
+        return p->on_snapshot_all(p->epoch(), step_t{step}, where, holders);
+      bool any = false;
+      for (const auto& s : p->placement())
+        any = p->on_snapshot({p->epoch(), s.rank, step_t{step}, holders.empty() ? s.node : holders[s.node.value()], where}) || any;
+      return any;
+    };
+    for (std::uint64_t step = 5; step <= 100; step += 5) {
+      EXPECT_FALSE(held(step, state_source::kind::local_slot, {})) << "one copy commits nothing on three nodes";
+      // Replicas of step 5 arrive, then none until step 95: step 5 stays committed past the window.
+      if (step == 5 || step >= 95) {
+        EXPECT_TRUE(held(step, state_source::kind::buddy_replica, buddy)) << step;
+      }
+      committed.push_back(p->copies().committed());
+      if (step == 90)
+        at_90 = p->copies().steps_of(rank_id{0});
+      if (step == 80 || step == 100) {
+        if (bulk) {
+          p->on_snapshot_dropped_all(p->epoch(), step_t{step - 5}, state_source::kind::local_slot);
+        } else {
+          for (const auto& s : p->placement())
+            p->on_snapshot_dropped({p->epoch(), s.rank, step_t{step - 5}, s.node, state_source::kind::local_slot});
+        }
+      }
+    }
+    std::vector<std::vector<step_t>> steps;
+    for (const auto& s : p->placement())
+      steps.push_back(p->copies().steps_of(s.rank));
+    return std::tuple{committed, steps, at_90};
+  };
+  const auto [committed, steps, at_90] = run(false);
+  const auto [bulk_committed, bulk_steps, bulk_at_90] = run(true);
+  EXPECT_EQ(bulk_committed, committed);
+  EXPECT_EQ(bulk_steps, steps);
+  EXPECT_EQ(bulk_at_90, at_90);
+  ASSERT_EQ(at_90.size(), 16u);
+  EXPECT_EQ(at_90.front(), step_t{5}) << "the committed step outlives the window until a newer one commits";
+  EXPECT_EQ(at_90[1], step_t{15}) << "step 10 made room";
+  EXPECT_EQ(std::count(at_90.begin(), at_90.end(), step_t{75}), 0) << "its holders dropped it";
+  EXPECT_EQ(committed.back(), step_t{100});
+}
+
 // World 1: six ranks on n0-n2 with step 10 in every slot and replicas on the next node; then
 // scaled to world 2, four ranks on n0-n1, restored from world 1, with step 20 in the slots only.
 void two_worlds(supervisor_policy& p) {

@@ -451,7 +451,7 @@ TEST(supervisor_policy, a_step_commits_once_every_rank_holds_it_locally_and_on_i
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};
   (void)start_job(p, 2);
-  EXPECT_FALSE(p.committed());
+  EXPECT_FALSE(p.copies().committed());
   for (const auto& s : p.placement())
     EXPECT_FALSE(p.on_snapshot({p.epoch(), s.rank, step_t{5}, s.node, state_source::kind::local_slot}))
         << "one copy is not enough with two nodes up";
@@ -460,21 +460,21 @@ TEST(supervisor_policy, a_step_commits_once_every_rank_holds_it_locally_and_on_i
     const bool commits = p.on_snapshot({p.epoch(), s.rank, step_t{5}, buddy_of(s.node), state_source::kind::buddy_replica});
     EXPECT_EQ(commits, s.rank == last.rank) << "the last replica commits step 5";
   }
-  ASSERT_TRUE(p.committed());
-  EXPECT_EQ(*p.committed(), step_t{5});
+  ASSERT_TRUE(p.copies().committed());
+  EXPECT_EQ(*p.copies().committed(), step_t{5});
   // Repeated or older reports commit nothing new.
   EXPECT_FALSE(p.on_snapshot({p.epoch(), last.rank, step_t{5}, last.node, state_source::kind::local_slot}));
   // Newer uncommitted steps do not push the committed one out of the record.
   for (std::uint64_t step = 10; step <= 40; step += 5)
     snapshot_all(p, step);
-  EXPECT_EQ(*p.committed(), step_t{5});
+  EXPECT_EQ(*p.copies().committed(), step_t{5});
   // n1 is lost: the ranks of n1 must come from replicas of the committed step on n0.
   auto a = p.on_node_lost(node_id{1}, "gone");
   auto start = all_ready(p);
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{5});
   EXPECT_EQ(start[0].restore_world, 4u);
-  EXPECT_FALSE(p.committed()) << "a new world commits its own steps";
+  EXPECT_FALSE(p.copies().committed()) << "a new world commits its own steps";
 }
 
 TEST(supervisor_policy, with_one_node_up_a_local_copy_commits) {
@@ -487,7 +487,7 @@ TEST(supervisor_policy, with_one_node_up_a_local_copy_commits) {
   ASSERT_EQ(placement.size(), 2u);
   EXPECT_FALSE(p.on_snapshot({p.epoch(), rank_id{0}, step_t{5}, node_id{0}, state_source::kind::local_slot}));
   EXPECT_TRUE(p.on_snapshot({p.epoch(), rank_id{1}, step_t{5}, node_id{0}, state_source::kind::local_slot}));
-  EXPECT_EQ(*p.committed(), step_t{5});
+  EXPECT_EQ(*p.copies().committed(), step_t{5});
 }
 
 TEST(supervisor_policy, a_copy_that_cannot_be_read_is_forgotten_and_the_restore_point_chosen_again) {
@@ -525,8 +525,8 @@ TEST(supervisor_policy, a_newer_checkpoint_on_disk_is_the_restore_point_and_a_ba
     supervisor_policy live{two_nodes(), clock};
     (void)start_job(live, 2);
     snapshot_all(live, 10);
-    EXPECT_FALSE(live.held_in_every_slot(step_t{15}));
-    EXPECT_TRUE(live.held_in_every_slot(step_t{10}));
+    EXPECT_FALSE(live.copies().held_in_every_slot(step_t{15}));
+    EXPECT_TRUE(live.copies().held_in_every_slot(step_t{10}));
   }
   // A whole-job restart: no daemon kept any memory; the store names two committed checkpoints.
   supervisor_policy p{two_nodes(), clock};
@@ -549,7 +549,7 @@ TEST(supervisor_policy, a_newer_checkpoint_on_disk_is_the_restore_point_and_a_ba
                                "payload checksum mismatch");
   ASSERT_FALSE(all_of<note_event>(a).empty());
   EXPECT_NE(all_of<note_event>(a)[0].detail.find("from disk"), std::string::npos) << all_of<note_event>(a)[0].detail;
-  EXPECT_EQ(p.checkpoints().count(step_t{40}), 0u);
+  EXPECT_EQ(p.copies().checkpoints().count(step_t{40}), 0u);
   start = all_ready(p);
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{20});

@@ -1,0 +1,165 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/ids.hpp"
+
+namespace rekindle::policy {
+
+/// Where one rank of an epoch runs.
+struct rank_slot {
+  rank_id rank;
+  node_id node;
+  /// Index among the node's ranks: selects its device and snapshot slot.
+  std::uint32_t local_index = 0;
+  bool operator==(const rank_slot&) const = default;
+};
+
+/// Where the state of one rank of the previous world can be read at the restore step.
+struct state_source {
+  /// The rank in the world that wrote it.
+  rank_id old_rank;
+  /// The node that holds it in memory (its own node's slot, or a buddy's replica).
+  node_id holder;
+  enum class kind : std::uint8_t { local_slot, buddy_replica, disk } where = kind::local_slot;
+  bool operator==(const state_source&) const = default;
+};
+
+/// A copy of one rank's state that a node holds: its own rank's slot, a buddy's replica, or a
+/// checkpoint on disk.
+struct snapshot_report {
+  /// The epoch in which the rank wrote it (names the world it belongs to).
+  epoch_t epoch;
+  rank_id rank;
+  step_t step;
+  node_id holder;
+  state_source::kind where = state_source::kind::local_slot;
+};
+
+/// Where a restore reads every rank's state: a step of one world, and each rank's source.
+struct restore_choice {
+  /// The world generation it belongs to (0: a checkpoint on disk).
+  std::uint32_t gen = 0;
+  step_t step;
+  std::uint32_t world = 0;
+  std::vector<state_source> sources;
+};
+
+/// The supervisor's record of the copies of rank states, and the decisions made from it: which
+/// step is committed, whether a step can be persisted, where a restore reads from.
+///
+/// Copies are kept by world generation (a new one begins whenever the ranks are numbered anew: a
+/// node lost without a spare, a scale, a drain), rank and step, with the nodes holding them and
+/// how. A copy enters when its holder reports it (`on_held`) and leaves when its holder reports it
+/// dropped (by the custody rule, policy/snapshot_custody.hpp) or is lost; besides, each rank keeps
+/// at most `reported_steps_kept_per_rank` steps, never the committed one.
+///
+///   reported ──(1) held on its own node's slot and a buddy's replica, for every rank──► committed
+///   any ──(2) its holder drops it, or is lost──► gone (a restore no longer counts on it)
+///
+/// Thread-safety: none; one owner (supervisor_policy).
+class snapshot_registry {
+ public:
+  explicit snapshot_registry(std::size_t nodes) : up_(nodes, false) {}
+
+  // ---- the world and the nodes ----
+
+  /// Epoch `e` begins with a world of `world` ranks; `renumbered` when the ranks are numbered anew
+  /// (the first world, a resize): a new world generation, whose copies are kept apart. Copies
+  /// reported with an epoch the registry was not told of record nothing.
+  void begin_epoch(epoch_t e, std::uint32_t world, bool renumbered);
+  void set_up(node_id n, bool up);
+  /// A lost node's copies are gone.
+  void forget_node(node_id n);
+  [[nodiscard]] bool up(node_id n) const noexcept { return n.value() < up_.size() && up_[n.value()]; }
+
+  // ---- copies ----
+
+  /// A node holds a copy. Returns true when this commits a newer step of the current world: every
+  /// rank holds it on enough live nodes (two when two or more nodes are up, else one).
+  bool on_held(const snapshot_report& r);
+  /// Every rank of `placement` holds a copy of step `s` written in epoch `e` as `where`, on its
+  /// own node (`holder_of_node` empty) or on `holder_of_node[its node]` (a node id past the nodes:
+  /// none). Exactly on_held for each rank in placement order, in one pass. Returns true when it
+  /// commits a newer step.
+  bool on_held_all(epoch_t e, step_t s, state_source::kind where, std::span<const rank_slot> placement,
+                   std::span<const node_id> holder_of_node);
+  /// A node no longer holds a copy it reported.
+  void on_dropped(const snapshot_report& r);
+  /// As on_dropped for every rank of `placement`, as on_held_all.
+  void on_dropped_all(epoch_t e, step_t s, state_source::kind where, std::span<const rank_slot> placement,
+                      std::span<const node_id> holder_of_node);
+  /// The copy a restore of the current epoch named could not be read: forgotten.
+  void forget_restore_copy(rank_id old_rank, step_t step, node_id holder, state_source::kind where);
+  /// The newest committed step of the current world, if any.
+  [[nodiscard]] std::optional<step_t> committed() const;
+  /// Whether every rank of the current world holds `step` in its own slot on a live node: what
+  /// persisting that step needs.
+  [[nodiscard]] bool held_in_every_slot(step_t step) const;
+  /// The steps the record holds for `r` in the current world, oldest first (for tests).
+  [[nodiscard]] std::vector<step_t> steps_of(rank_id r) const;
+
+  // ---- checkpoints on disk ----
+
+  /// A checkpoint of `step` for a world of `world` ranks is committed on disk: a restore may use
+  /// it when no newer step survives in memory.
+  void on_checkpoint_committed(step_t step, std::uint32_t world);
+  /// The checkpoint of `step` is gone (retention) or unreadable: restores no longer count on it.
+  void forget_checkpoint(step_t step) { checkpoints_.erase(step); }
+  /// Committed checkpoints a restore may use, step → world size.
+  [[nodiscard]] const std::map<step_t, std::uint32_t>& checkpoints() const noexcept { return checkpoints_; }
+
+  // ---- restores ----
+
+  /// The newest step whose state every rank of one world can still read from a live node (its
+  /// own slot, then a replica), or the newest committed checkpoint on disk when that is newer.
+  [[nodiscard]] std::optional<restore_choice> choose_restore() const;
+  /// The current epoch restores from `c`: a copy of it that fails is looked up there.
+  void restoring_from(const restore_choice& c) noexcept { restore_gen_ = c.gen; }
+  /// Why no restore point exists, for the event: the steps the ranks still hold.
+  [[nodiscard]] std::string missing_copies() const;
+  /// Forgets the copies recorded for world generations a restore is unlikely to need: those
+  /// older than both the generation a restore would use now (the newest with a step that every
+  /// rank can read from a live node) and the newest older generation that is complete too, kept
+  /// as the fallback should the first lose its step. Returns how many generations it forgot.
+  /// Without it the record grows by one generation per change of the world (at 16,384 ranks
+  /// megabytes each) and every node loss walks all of them.
+  std::size_t prune();
+
+ private:
+  using holders = std::set<std::pair<node_id, state_source::kind>>;
+  struct world_copies {
+    std::uint32_t world = 0;
+    std::map<rank_id, std::map<step_t, holders>> ranks;
+  };
+
+  /// Records one copy among a rank's steps, keeping the rank's window.
+  void record(std::map<step_t, holders>& steps, std::uint32_t gen, step_t s, node_id holder, state_source::kind where);
+  /// Commits `s` when every rank of the current world holds it on enough live nodes.
+  bool maybe_commit(std::uint32_t gen, step_t s);
+  void forget_copy(std::uint32_t gen, rank_id r, step_t step, node_id holder, state_source::kind where);
+  [[nodiscard]] std::optional<restore_choice> choose_from_memory() const;
+  [[nodiscard]] std::optional<step_t> complete_step(const world_copies& w) const;
+  [[nodiscard]] bool held_everywhere(const world_copies& w, step_t s, std::size_t copies) const;
+
+  std::vector<bool> up_;
+  /// A new world generation begins with every change of the rank numbering.
+  std::uint32_t gen_ = 0;
+  std::map<epoch_t, std::uint32_t> gen_of_epoch_;
+  std::map<std::uint32_t, world_copies> copies_;
+  /// The newest committed step and its generation.
+  std::optional<std::pair<std::uint32_t, step_t>> committed_;
+  /// The generation the current epoch restored from.
+  std::uint32_t restore_gen_ = 0;
+  /// Committed checkpoints on disk: step → world size.
+  std::map<step_t, std::uint32_t> checkpoints_;
+};
+
+}  // namespace rekindle::policy
