@@ -53,6 +53,7 @@ supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, st
       ctx_(ctx),
       store_(std::move(store)),
       policy_(policy_config_of(ctx->spec), *ctx->time),
+      checkpoints_(ctx->spec.checkpoint.persist_every, ctx->spec.checkpoint.snapshot_every, *ctx->time),
       node_addresses_(ctx->spec.nodes.size()) {}
 
 void supervisor_actor::on_exit() {
@@ -116,9 +117,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
   for (auto& action : actions) {
     if (auto* pe = std::get_if<persist_epoch>(&action)) {
       // Shards of the old epoch's ranks may never all arrive.
-      if (persist_ && persist_->epoch != pe->epoch)
-        abandon_persist("epoch " + std::to_string(pe->epoch.value()) + " began before every shard was written");
-      slot_reports_.clear();
+      carry_out(checkpoints_.on_epoch(pe->epoch));
       auto e = store_->bump_epoch();
       if (!e)
         spdlog::error("the epoch could not be persisted: {}", e.error().message());
@@ -201,7 +200,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       finished_ = true;
       // A checkpoint being written when the job ends is not committed: its manifest and the
       // shards already reported go (later ones are removed as they are reported, or at start).
-      drop_persist_in_progress();
+      carry_out(checkpoints_.on_job_end());
       final_state_ = std::string{to_string(fj->state)};
       storage::job_record job;
       job.name = ctx_->spec.job.name;
@@ -491,9 +490,9 @@ std::string supervisor_actor::status_json(bool full) const {
   // Checkpoints on disk: the newest committed, one being written, the last failure.
   j["checkpoint"] = {{"directory", checkpoint_dir().string()},
                      {"persist_every", ctx_->spec.checkpoint.persist_every},
-                     {"last_step", last_checkpoint_ ? json(*last_checkpoint_) : json(nullptr)},
-                     {"writing_step", persist_ ? json(persist_->step.value()) : json(nullptr)},
-                     {"error", persist_error_.empty() ? json(nullptr) : json(persist_error_)}};
+                     {"last_step", checkpoints_.last() ? json(checkpoints_.last()->value()) : json(nullptr)},
+                     {"writing_step", checkpoints_.writing() ? json(checkpoints_.writing()->value()) : json(nullptr)},
+                     {"error", checkpoints_.error().empty() ? json(nullptr) : json(checkpoints_.error())}};
   j["nodes"] = json::array();
   for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n) {
     const auto it = standby_ready_.find(n);
@@ -851,11 +850,10 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
       return {0, 3, "checkpoints on disk are off (checkpoint.persist_every = 0)", ""};
     if (finished_ || policy_.state() != job_state::running)
       return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not training", ""};
-    if (persist_)
-      return {0, 0, "checkpoint of step " + std::to_string(persist_->step.value()) + " is being written", ""};
+    if (const auto writing = checkpoints_.writing())
+      return {0, 0, "checkpoint of step " + std::to_string(writing->value()) + " is being written", ""};
     // The next anchor every rank holds is persisted, whatever persist_every says.
-    next_persist_step_ = 0;
-    checkpoint_now_ = true;
+    (void)checkpoints_.request_now();
     event("checkpoint_requested", "an operator asked for a checkpoint now");
     const auto anchor = ctx_->spec.checkpoint.snapshot_every * policy::snapshots_per_anchor;
     return {0, 0, "checkpoint requested: the next anchor (a multiple of " + std::to_string(anchor) + " steps) is written", ""};

@@ -10,6 +10,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
+#include "policy/checkpoint_coordinator.hpp"
 #include "policy/supervisor_policy.hpp"
 #include "storage/state_store.hpp"
 
@@ -106,10 +107,8 @@ class supervisor_actor : public caf::event_based_actor {
   /// After a copy of `step` was reported: persist it when it is due and every rank's slot holds it.
   void maybe_persist(step_t step);
   void on_shard_persisted(const shard_persisted& s);
-  /// Gives up the checkpoint in progress: its manifest and written files go, an event says why.
-  void abandon_persist(const std::string& why);
-  /// Drops the checkpoint in progress without an event (the job ended, or training outran it).
-  void drop_persist_in_progress();
+  /// Does what the checkpoint coordinator asks: store records, ask the nodes, remove files, events.
+  void carry_out(std::vector<policy::checkpoint_action> actions);
   /// Deletes committed checkpoints beyond checkpoint.keep, oldest first.
   void apply_retention();
   [[nodiscard]] std::filesystem::path checkpoint_dir() const;
@@ -139,28 +138,11 @@ class supervisor_actor : public caf::event_based_actor {
   /// smoothed over its recent steps.
   std::map<std::pair<std::uint32_t, std::uint32_t>, double> slot_speed_;
 
-  struct persist_progress {
-    epoch_t epoch;
-    step_t step;
-    std::uint32_t world = 0;
-    std::map<rank_id, storage::shard_entry> shards;
-    std::int64_t started_ns = 0;
-  };
-  std::optional<persist_progress> persist_;
-  /// The first anchor at or after this step is persisted next.
-  std::uint64_t next_persist_step_ = 0;
-  /// Own-slot reports of anchors that may be persisted, by step (older ones go when one is due).
-  std::map<step_t, std::uint32_t> slot_reports_;
-  /// The newest committed checkpoint, and the last persistence failure ("" after a success).
-  std::optional<std::uint64_t> last_checkpoint_;
-  std::string persist_error_;
-  /// An operator asked for a checkpoint (checkpoint-now): the next anchor is written even if it
-  /// is not newer than persist_every allows.
-  bool checkpoint_now_ = false;
-
   node_context* ctx_;
   std::unique_ptr<storage::state_store> store_;
   policy::supervisor_policy policy_;
+  /// When checkpoints on disk are written and when they count.
+  policy::checkpoint_coordinator checkpoints_;
   std::map<node_id, transport::peer_id> agents_;
   std::vector<std::string> node_addresses_;
   /// Per node, from its last heartbeat: a warm standby worker waits there.

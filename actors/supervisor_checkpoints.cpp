@@ -75,8 +75,7 @@ void supervisor_actor::load_checkpoints() {
       continue;
     }
     policy_.on_checkpoint_committed(m.step, m.world_size);
-    if (!last_checkpoint_ || m.step.value() > *last_checkpoint_)
-      last_checkpoint_ = m.step.value();
+    checkpoints_.committed_before(m.step);
     for (const auto& s : m.shards)
       referenced.insert(s.file);
     referenced.insert(manifest_file_name(m.step));
@@ -100,112 +99,62 @@ void supervisor_actor::load_checkpoints() {
 }
 
 void supervisor_actor::maybe_persist(step_t step) {
-  const auto& c = ctx_->spec.checkpoint;
-  if (c.persist_every == 0 || persist_ || finished_ || policy_.state() != job_state::running)
+  if (finished_ || policy_.state() != job_state::running)
     return;
-  if (!policy::is_anchor(step, c.snapshot_every) || (!checkpoint_now_ && step.value() < next_persist_step_) ||
-      (last_checkpoint_ && step.value() <= *last_checkpoint_))
-    return;
-  // Counted first, checked once: the full check walks every rank, and each rank reports the step.
-  if (++slot_reports_[step] < policy_.world()) {
-    while (slot_reports_.size() > 16)
-      slot_reports_.erase(slot_reports_.begin());
-    return;
-  }
-  slot_reports_.erase(slot_reports_.begin(), slot_reports_.upper_bound(step));
-  if (!policy_.copies().held_in_every_slot(step))
-    return;
-  storage::checkpoint_manifest m;
-  m.step = step;
-  m.world_size = policy_.world();
-  m.layout_version = training::state_version;
-  if (auto s = store_->put_checkpoint(m); !s.ok()) {
-    persist_error_ = s.message();
-    event("persist_failed", "checkpoint of step " + std::to_string(step.value()) + " not begun: " + s.message());
-    next_persist_step_ = step.value() + c.persist_every * c.snapshot_every;
-    return;
-  }
-  persist_ = persist_progress{policy_.epoch(), step, policy_.world(), {}, now_ns(*ctx_->time)};
-  checkpoint_now_ = false;
-  spdlog::debug("persisting step {} to {}", step.value(), checkpoint_dir().string());
-  to_all_agents(policy_.epoch(), caf::make_message(persist_request{policy_.epoch(), step}));
+  if (const auto due = checkpoints_.on_slot_report(step, policy_.epoch(), policy_.world());
+      due && policy_.copies().held_in_every_slot(*due))
+    carry_out(checkpoints_.begin(*due, policy_.epoch(), policy_.world()));
 }
 
 void supervisor_actor::on_shard_persisted(const shard_persisted& s) {
-  if (!persist_ || s.step != persist_->step || s.epoch != persist_->epoch) {
-    // A shard of a checkpoint given up on: nothing will name it.
-    if (s.ok && !(last_checkpoint_ && *last_checkpoint_ == s.step.value())) {
+  carry_out(checkpoints_.on_shard({s.epoch, s.step, {s.rank, s.file, s.size, s.checksum}, s.ok, s.superseded,
+                                   ctx_->spec.nodes.at(s.node.value()).name, s.detail}));
+}
+
+void supervisor_actor::carry_out(std::vector<checkpoint_action> actions) {
+  for (auto& action : actions) {
+    if (const auto* b = std::get_if<begin_persist>(&action)) {
+      storage::checkpoint_manifest m;
+      m.step = b->step;
+      m.world_size = b->world;
+      m.layout_version = training::state_version;
+      if (auto st = store_->put_checkpoint(m); !st.ok()) {
+        carry_out(checkpoints_.begin_failed(st.message()));
+        continue;
+      }
+      checkpoints_.begun();
+      spdlog::debug("persisting step {} to {}", b->step.value(), checkpoint_dir().string());
+      to_all_agents(b->epoch, caf::make_message(persist_request{b->epoch, b->step}));
+    } else if (const auto* c = std::get_if<commit_checkpoint>(&action)) {
+      storage::checkpoint_manifest m;
+      m.step = c->step;
+      m.world_size = c->world;
+      m.layout_version = training::state_version;
+      for (const auto& shard : c->shards)
+        m.shards.push_back(storage::shard_entry{shard.rank, shard.file, shard.size, shard.checksum});
+      auto st = store_->put_checkpoint(m);
+      if (st.ok())
+        st = store_->commit_checkpoint(m.step);
+      if (!st.ok()) {
+        carry_out(checkpoints_.commit_failed(st.message()));
+        continue;
+      }
+      if (auto w = write_manifest_file(checkpoint_dir(), m); !w.ok())
+        spdlog::warn("checkpoint of step {} committed; its manifest file: {}", m.step.value(), w.message());
+      policy_.on_checkpoint_committed(m.step, m.world_size);
+      carry_out(checkpoints_.committed());
+      apply_retention();
+    } else if (const auto* d = std::get_if<drop_checkpoint>(&action)) {
+      // The record goes first: a crash after it leaves files that start-up collects.
+      (void)store_->delete_checkpoint(d->step);
+      remove_files(checkpoint_dir(), d->step, d->world);
+    } else if (const auto* r = std::get_if<remove_shard_file>(&action)) {
       std::error_code ec;
-      std::filesystem::remove(checkpoint_dir() / s.file, ec);
+      std::filesystem::remove(checkpoint_dir() / r->file, ec);
+    } else if (const auto* n = std::get_if<checkpoint_note>(&action)) {
+      event(n->kind, n->detail, {}, {}, n->fields);
     }
-    return;
   }
-  if (!s.ok && s.superseded) {
-    // Not a failure: the next anchor's reports start the checkpoint again.
-    spdlog::debug("checkpoint of step {} superseded: {}", s.step.value(), s.detail);
-    drop_persist_in_progress();
-    return;
-  }
-  if (!s.ok) {
-    abandon_persist("rank " + std::to_string(s.rank.value()) + " on " + ctx_->spec.nodes.at(s.node.value()).name +
-                    ": " + s.detail);
-    return;
-  }
-  persist_->shards[s.rank] = storage::shard_entry{s.rank, s.file, s.size, s.checksum};
-  if (persist_->shards.size() < persist_->world)
-    return;
-  // Every shard is durable: the manifest, then the synced commit record; only then is it a
-  // checkpoint (a crash before leaves the previous one the newest).
-  storage::checkpoint_manifest m;
-  m.step = persist_->step;
-  m.world_size = persist_->world;
-  m.layout_version = training::state_version;
-  std::uint64_t bytes = 0;
-  for (const auto& [r, e] : persist_->shards) {
-    m.shards.push_back(e);
-    bytes += e.size;
-  }
-  auto st = store_->put_checkpoint(m);
-  if (st.ok())
-    st = store_->commit_checkpoint(m.step);
-  if (!st.ok()) {
-    abandon_persist("the commit record: " + st.message());
-    return;
-  }
-  if (auto w = write_manifest_file(checkpoint_dir(), m); !w.ok())
-    spdlog::warn("checkpoint of step {} committed; its manifest file: {}", m.step.value(), w.message());
-  const double seconds = static_cast<double>(now_ns(*ctx_->time) - persist_->started_ns) / 1e9;
-  last_checkpoint_ = m.step.value();
-  persist_error_.clear();
-  policy_.on_checkpoint_committed(m.step, m.world_size);
-  const auto& c = ctx_->spec.checkpoint;
-  next_persist_step_ = m.step.value() + c.persist_every * c.snapshot_every;
-  persist_.reset();
-  event("checkpoint_committed",
-        "checkpoint of step " + std::to_string(m.step.value()) + ": " + std::to_string(m.world_size) + " shards, " +
-            format_bytes(static_cast<double>(bytes)) + " in " + format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(seconds * 1e9)}),
-        {}, {}, {{"step", std::to_string(m.step.value())}, {"bytes", std::to_string(bytes)}});
-  apply_retention();
-}
-
-void supervisor_actor::drop_persist_in_progress() {
-  if (!persist_)
-    return;
-  (void)store_->delete_checkpoint(persist_->step);
-  remove_files(checkpoint_dir(), persist_->step, persist_->world);
-  persist_.reset();
-}
-
-void supervisor_actor::abandon_persist(const std::string& why) {
-  if (!persist_)
-    return;
-  const auto step = persist_->step;
-  drop_persist_in_progress();
-  persist_error_ = "checkpoint of step " + std::to_string(step.value()) + ": " + why;
-  const auto& c = ctx_->spec.checkpoint;
-  next_persist_step_ = step.value() + c.persist_every * c.snapshot_every;
-  event("persist_failed", persist_error_ + "; training goes on from memory snapshots, the newest checkpoint on disk " +
-                              (last_checkpoint_ ? "stays step " + std::to_string(*last_checkpoint_) : std::string{"is none"}));
 }
 
 void supervisor_actor::apply_retention() {

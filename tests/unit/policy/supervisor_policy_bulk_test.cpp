@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "policy/supervisor_policy.hpp"
+#include "tests/support/actions.hpp"
 
 namespace rekindle::policy {
 namespace {
@@ -23,14 +24,7 @@ policy_config three_nodes(bool with_spare) {
   return c;
 }
 
-template <class T>
-std::vector<T> all_of(const std::vector<policy_action>& actions) {
-  std::vector<T> out;
-  for (const auto& a : actions)
-    if (const auto* x = std::get_if<T>(&a))
-      out.push_back(*x);
-  return out;
-}
+using testing::all_of;
 
 std::vector<rank_id> ranks_of(const supervisor_policy& p) {
   std::vector<rank_id> out;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "policy/supervisor_policy.hpp"
+#include "tests/support/actions.hpp"
 
 namespace rekindle::policy {
 namespace {
@@ -24,14 +25,7 @@ policy_config two_nodes(bool with_spare = false) {
   return c;
 }
 
-template <class T>
-std::vector<T> all_of(const std::vector<policy_action>& actions) {
-  std::vector<T> out;
-  for (const auto& a : actions)
-    if (const auto* x = std::get_if<T>(&a))
-      out.push_back(*x);
-  return out;
-}
+using testing::all_of;
 
 // Brings every node up and every rank through rendezvous; returns the start action.
 start_epoch start_job(supervisor_policy& p, std::uint32_t nodes) {
