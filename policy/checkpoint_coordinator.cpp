@@ -105,6 +105,16 @@ std::vector<checkpoint_action> checkpoint_coordinator::on_shard(const shard_resu
   return {std::move(c)};
 }
 
+std::vector<checkpoint_action> checkpoint_coordinator::on_every_shard(bool ok, const std::string& node,
+                                                                     const std::string& why) {
+  if (!current_ || phase_ != phase::writing)
+    return {};
+  if (!ok)
+    return give_up("a shard on " + node + ": " + why, true);
+  phase_ = phase::committing;
+  return {commit_checkpoint{current_->step, current_->world, {}}};
+}
+
 std::vector<checkpoint_action> checkpoint_coordinator::committed() {
   if (!current_ || phase_ != phase::committing)
     return {};

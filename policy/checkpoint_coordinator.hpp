@@ -123,6 +123,10 @@ class checkpoint_coordinator {
   void begun();
   /// (4) A node's word on one shard.
   [[nodiscard]] std::vector<checkpoint_action> on_shard(const shard_result& r);
+  /// (4) The same word on every shard of the checkpoint being written, as one (the simulator's
+  /// ranks are alike): every shard durable, or one failed on `node` for `why`. The commit it asks
+  /// for names no shards.
+  [[nodiscard]] std::vector<checkpoint_action> on_every_shard(bool ok, const std::string& node, const std::string& why);
   /// (5) The commit record is synced. Returns the note for the event.
   [[nodiscard]] std::vector<checkpoint_action> committed();
   /// (6) The commit record could not be stored.

@@ -31,10 +31,16 @@ slot_write plan_slot_write(const std::array<std::optional<copy_tag>, 2>& halves,
   // An anchor replaces an older anchor not committed yet (every rank writes every anchor), unless
   // that one is all the slot keeps; a snapshot between anchors replaces neither.
   const bool keep_anchor = !is_anchor(what.step, snapshot_every) || !holds_protected;
+  // The protected step is kept once: a step retrained after a restore can be in both halves, and
+  // only the newer copy is kept (else the slot could never be written again).
+  std::optional<std::size_t> protected_half;
+  for (std::size_t h = 0; h < 2; ++h)
+    if (halves[h] && protect && halves[h]->step == *protect &&
+        (!protected_half || halves[h]->epoch > halves[*protected_half]->epoch))
+      protected_half = h;
   std::array<bool, 2> kept{};
   for (std::size_t h = 0; h < 2; ++h)
-    kept[h] = halves[h] && ((protect && halves[h]->step == *protect) ||
-                            (keep_anchor && anchor && halves[h]->step == *anchor));
+    kept[h] = halves[h] && (h == protected_half || (keep_anchor && anchor && halves[h]->step == *anchor));
   slot_write out;
   // An empty half first; else the older copy (a copy of an earlier epoch, then the older step).
   for (std::uint32_t h = 0; h < 2; ++h) {

@@ -2,8 +2,8 @@
 
 // Snapshot custody: which snapshots of a rank's state a node keeps, in the rank's slot and as a
 // buddy's replicas, which step is pinned, and what is reported as dropped. One rule, applied by
-// the slot itself (storage/snapshot_slot.hpp: `begin_write`) and by the checkpoint actor (its
-// replicas), so they never disagree.
+// the slot itself (storage/snapshot_slot.hpp: `begin_write`), by the checkpoint actor (its
+// replicas) and by the simulator (trace/custody_model.hpp), so the three never disagree.
 //
 // Vocabulary. Every `snapshot_every` steps each rank publishes a snapshot into its slot (two
 // halves). Every `snapshots_per_anchor`-th snapshot step is an *anchor*: the rule depends on the
@@ -69,7 +69,7 @@ struct copy_tag {
   epoch_t epoch;
   rank_id rank;
   step_t step;
-  bool operator==(const copy_tag&) const = default;
+  auto operator<=>(const copy_tag&) const = default;
 };
 std::string to_string(const copy_tag& c);
 

@@ -22,33 +22,48 @@ void snapshot_registry::set_up(node_id n, bool up) {
 }
 
 void snapshot_registry::forget_node(node_id n) {
+  // A step no live node holds any more is gone from the record.
   for (auto& [gen, w] : copies_)
-    for (auto& [rank, steps] : w.ranks)
-      for (auto& [step, h] : steps)
-        std::erase_if(h, [&](const auto& holder) { return holder.first == n; });
+    for (auto& steps : w.ranks)
+      std::erase_if(steps, [&](step_copies& c) {
+        std::erase_if(c.holders, [&](const holder& h) { return h.node == n; });
+        return c.holders.empty();
+      });
 }
 
-void snapshot_registry::record(std::map<step_t, holders>& steps, std::uint32_t gen, step_t s, node_id holder,
-                               state_source::kind where) {
-  if (auto at = steps.find(s); at != steps.end()) {
-    at->second.insert({holder, where});
+const snapshot_registry::step_copies* snapshot_registry::find(const rank_copies& steps, step_t s) {
+  const auto it = std::lower_bound(steps.begin(), steps.end(), s, [](const step_copies& c, step_t x) { return c.step < x; });
+  return it != steps.end() && it->step == s ? &*it : nullptr;
+}
+
+bool snapshot_registry::live(const step_copies& c) const {
+  return std::any_of(c.holders.begin(), c.holders.end(), [&](const holder& h) { return up(h.node); });
+}
+
+void snapshot_registry::record(rank_copies& steps, std::uint32_t gen, step_t s, holder h) {
+  auto it = std::lower_bound(steps.begin(), steps.end(), s, [](const step_copies& c, step_t x) { return c.step < x; });
+  if (it != steps.end() && it->step == s) {
+    auto& hs = it->holders;
+    if (const auto at = std::lower_bound(hs.begin(), hs.end(), h); at == hs.end() || *at != h)
+      hs.insert(at, h);
     return;
   }
   // The oldest steps make room, except the committed one: the slots keep it too. When the oldest
-  // goes to make room for this one, its tree node is reused (16,384 ranks report at once in a
+  // goes to make room for this one, its holder list is reused (16,384 ranks report at once in a
   // simulation).
   const auto kept = committed_ && committed_->first == gen ? std::optional<step_t>{committed_->second} : std::nullopt;
-  if (steps.size() >= reported_steps_kept_per_rank && steps.begin()->first < s && steps.begin()->first != kept) {
-    auto old = steps.extract(steps.begin());
-    old.key() = s;
-    old.mapped().clear();
-    old.mapped().insert({holder, where});
-    steps.insert(std::move(old));
+  if (steps.size() >= reported_steps_kept_per_rank && steps.front().step < s && steps.front().step != kept) {
+    auto reused = std::move(steps.front());
+    steps.erase(steps.begin());
+    reused.step = s;
+    reused.holders.assign(1, h);
+    it = std::lower_bound(steps.begin(), steps.end(), s, [](const step_copies& c, step_t x) { return c.step < x; });
+    steps.insert(it, std::move(reused));
     return;
   }
-  steps[s].insert({holder, where});
-  for (auto it = steps.begin(); steps.size() > reported_steps_kept_per_rank && it != steps.end();)
-    it = kept && it->first == *kept ? std::next(it) : steps.erase(it);
+  steps.insert(it, step_copies{s, {h}});
+  for (auto x = steps.begin(); steps.size() > reported_steps_kept_per_rank && x != steps.end();)
+    x = kept && x->step == *kept ? std::next(x) : steps.erase(x);
 }
 
 bool snapshot_registry::maybe_commit(std::uint32_t gen, step_t s) {
@@ -65,7 +80,10 @@ bool snapshot_registry::on_held(const snapshot_report& r) {
   const auto gen = gen_of_epoch_.find(r.epoch);
   if (gen == gen_of_epoch_.end() || r.holder.value() >= up_.size())
     return false;
-  record(copies_[gen->second].ranks[r.rank], gen->second, r.step, r.holder, r.where);
+  auto& w = copies_[gen->second];
+  if (r.rank.value() >= w.ranks.size())
+    w.ranks.resize(r.rank.value() + 1);
+  record(w.ranks[r.rank.value()], gen->second, r.step, {r.holder, r.where});
   return maybe_commit(gen->second, r.step);
 }
 
@@ -74,21 +92,18 @@ bool snapshot_registry::on_held_all(epoch_t e, step_t s, state_source::kind wher
   const auto gen = gen_of_epoch_.find(e);
   if (gen == gen_of_epoch_.end())
     return false;
-  auto& ranks = copies_[gen->second].ranks;
+  auto& w = copies_[gen->second];
   bool any = false;
-  // The placement is in rank order, like the map: step through it, searching only on a gap.
-  auto it = ranks.begin();
   for (const auto& slot : placement) {
-    const node_id holder = holder_of_node.empty()                          ? slot.node
-                           : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
-                                                                           : node_id{~std::uint32_t{0}};
-    if (holder.value() >= up_.size())
+    const node_id holder_node = holder_of_node.empty()                          ? slot.node
+                                : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
+                                                                                : node_id{~std::uint32_t{0}};
+    if (holder_node.value() >= up_.size())
       continue;
-    if (it == ranks.end() || it->first != slot.rank)
-      it = ranks.try_emplace(slot.rank).first;
-    record(it->second, gen->second, s, holder, where);
+    if (slot.rank.value() >= w.ranks.size())
+      w.ranks.resize(slot.rank.value() + 1);
+    record(w.ranks[slot.rank.value()], gen->second, s, {holder_node, where});
     any = true;
-    ++it;
   }
   // The per-rank reports could commit only at the last one that completes the step: one check.
   return any && maybe_commit(gen->second, s);
@@ -96,7 +111,7 @@ bool snapshot_registry::on_held_all(epoch_t e, step_t s, state_source::kind wher
 
 void snapshot_registry::on_dropped(const snapshot_report& r) {
   if (auto gen = gen_of_epoch_.find(r.epoch); gen != gen_of_epoch_.end())
-    forget_copy(gen->second, r.rank, r.step, r.holder, r.where);
+    forget_copy(gen->second, r.rank, r.step, {r.holder, r.where});
 }
 
 void snapshot_registry::on_dropped_all(epoch_t e, step_t s, state_source::kind where, std::span<const rank_slot> placement,
@@ -105,30 +120,29 @@ void snapshot_registry::on_dropped_all(epoch_t e, step_t s, state_source::kind w
   if (gen == gen_of_epoch_.end())
     return;
   for (const auto& slot : placement) {
-    const node_id holder = holder_of_node.empty()                          ? slot.node
-                           : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
-                                                                           : node_id{~std::uint32_t{0}};
-    forget_copy(gen->second, slot.rank, s, holder, where);
+    const node_id holder_node = holder_of_node.empty()                          ? slot.node
+                                : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
+                                                                                : node_id{~std::uint32_t{0}};
+    if (holder_node.value() < up_.size())
+      forget_copy(gen->second, slot.rank, s, {holder_node, where});
   }
 }
 
-void snapshot_registry::forget_restore_copy(rank_id old_rank, step_t step, node_id holder, state_source::kind where) {
-  forget_copy(restore_gen_, old_rank, step, holder, where);
+void snapshot_registry::forget_restore_copy(rank_id old_rank, step_t step, node_id holder_node, state_source::kind where) {
+  forget_copy(restore_gen_, old_rank, step, {holder_node, where});
 }
 
-void snapshot_registry::forget_copy(std::uint32_t gen, rank_id r, step_t step, node_id holder, state_source::kind where) {
+void snapshot_registry::forget_copy(std::uint32_t gen, rank_id r, step_t step, holder h) {
   auto w = copies_.find(gen);
-  if (w == copies_.end())
+  if (w == copies_.end() || r.value() >= w->second.ranks.size())
     return;
-  auto rank = w->second.ranks.find(r);
-  if (rank == w->second.ranks.end())
+  auto& steps = w->second.ranks[r.value()];
+  auto it = std::lower_bound(steps.begin(), steps.end(), step, [](const step_copies& c, step_t x) { return c.step < x; });
+  if (it == steps.end() || it->step != step)
     return;
-  auto at = rank->second.find(step);
-  if (at == rank->second.end())
-    return;
-  at->second.erase({holder, where});
-  if (at->second.empty())
-    rank->second.erase(at);
+  std::erase(it->holders, h);
+  if (it->holders.empty())
+    steps.erase(it);
 }
 
 std::optional<step_t> snapshot_registry::committed() const {
@@ -142,12 +156,10 @@ bool snapshot_registry::held_in_every_slot(step_t step) const {
   if (w == copies_.end() || w->second.world == 0)
     return false;
   for (std::uint32_t r = 0; r < w->second.world; ++r) {
-    auto rank = w->second.ranks.find(rank_id{r});
-    if (rank == w->second.ranks.end())
-      return false;
-    auto at = rank->second.find(step);
-    if (at == rank->second.end() || std::none_of(at->second.begin(), at->second.end(), [&](const auto& h) {
-          return h.second == state_source::kind::local_slot && up(h.first);
+    const auto* steps = rank_of(w->second, r);
+    const auto* c = steps != nullptr ? find(*steps, step) : nullptr;
+    if (c == nullptr || std::none_of(c->holders.begin(), c->holders.end(), [&](const holder& h) {
+          return h.where == state_source::kind::local_slot && up(h.node);
         }))
       return false;
   }
@@ -157,9 +169,9 @@ bool snapshot_registry::held_in_every_slot(step_t step) const {
 std::vector<step_t> snapshot_registry::steps_of(rank_id r) const {
   std::vector<step_t> out;
   if (auto w = copies_.find(gen_); w != copies_.end())
-    if (auto rank = w->second.ranks.find(r); rank != w->second.ranks.end())
-      for (const auto& [s, h] : rank->second)
-        out.push_back(s);
+    if (const auto* steps = rank_of(w->second, r.value()))
+      for (const auto& c : *steps)
+        out.push_back(c.step);
   return out;
 }
 
@@ -172,17 +184,19 @@ bool snapshot_registry::held_everywhere(const world_copies& w, step_t s, std::si
   if (w.world == 0)
     return false;
   for (std::uint32_t r = 0; r < w.world; ++r) {
-    auto rank = w.ranks.find(rank_id{r});
-    if (rank == w.ranks.end())
+    const auto* steps = rank_of(w, r);
+    const auto* c = steps != nullptr ? find(*steps, s) : nullptr;
+    if (c == nullptr)
       return false;
-    auto at = rank->second.find(s);
-    if (at == rank->second.end())
-      return false;
-    std::set<node_id> live;
-    for (const auto& [holder, kind] : at->second)
-      if (up(holder))
-        live.insert(holder);
-    if (live.size() < copies)
+    // Distinct live holders: the list is sorted by node, so a node's copies are adjacent.
+    std::size_t live_nodes = 0;
+    std::optional<node_id> last;
+    for (const auto& h : c->holders)
+      if (up(h.node) && h.node != last) {
+        ++live_nodes;
+        last = h.node;
+      }
+    if (live_nodes < copies)
       return false;
   }
   return true;
@@ -213,38 +227,26 @@ std::optional<restore_choice> snapshot_registry::choose_restore() const {
 std::optional<restore_choice> snapshot_registry::choose_from_memory() const {
   for (auto gen = copies_.rbegin(); gen != copies_.rend(); ++gen) {
     const auto& w = gen->second;
-    if (w.world == 0)
+    const auto* first = w.world == 0 ? nullptr : rank_of(w, 0);
+    if (first == nullptr)
       continue;
     // Candidate steps: those of rank 0, newest first; a step counts when every rank of the world
     // has it on a live node.
-    auto first = w.ranks.find(rank_id{0});
-    if (first == w.ranks.end())
-      continue;
-    for (auto step = first->second.rbegin(); step != first->second.rend(); ++step) {
+    for (auto step = first->rbegin(); step != first->rend(); ++step) {
       restore_choice c;
       c.gen = gen->first;
-      c.step = step->first;
+      c.step = step->step;
       c.world = w.world;
       bool complete = true;
       for (std::uint32_t r = 0; r < w.world && complete; ++r) {
-        auto rank = w.ranks.find(rank_id{r});
-        if (rank == w.ranks.end()) {
-          complete = false;
-          break;
-        }
-        auto at = rank->second.find(step->first);
-        if (at == rank->second.end()) {
-          complete = false;
-          break;
-        }
+        const auto* steps = rank_of(w, r);
+        const auto* at = steps != nullptr ? find(*steps, step->step) : nullptr;
         // Prefer the rank's own slot, then a replica, then disk; always a live holder.
         std::optional<state_source> best;
-        for (const auto& [holder, kind] : at->second) {
-          if (!up(holder))
-            continue;
-          if (!best || kind < best->where)
-            best = state_source{rank_id{r}, holder, kind};
-        }
+        if (at != nullptr)
+          for (const auto& h : at->holders)
+            if (up(h.node) && (!best || h.where < best->where))
+              best = state_source{rank_id{r}, h.node, h.where};
         if (!best)
           complete = false;
         else
@@ -264,45 +266,39 @@ std::string snapshot_registry::missing_copies() const {
   if (gen == copies_.rend())
     return "none was ever reported";
   const auto& w = gen->second;
-  const auto steps_of_rank = [&](rank_id r) {
+  const auto steps_of_rank = [&](std::uint32_t r) {
     std::string out;
-    if (auto it = w.ranks.find(r); it != w.ranks.end())
-      for (const auto& [s, copies] : it->second)
-        if (std::any_of(copies.begin(), copies.end(), [&](const auto& h) { return up(h.first); }))
-          out += (out.empty() ? "" : ", ") + std::to_string(s.value());
+    if (const auto* steps = rank_of(w, r))
+      for (const auto& c : *steps)
+        if (live(c))
+          out += (out.empty() ? "" : ", ") + std::to_string(c.step.value());
     return out.empty() ? std::string{"none"} : out;
   };
-  const auto first = w.ranks.find(rank_id{0});
-  if (first == w.ranks.end() || first->second.empty())
+  const auto* first = rank_of(w, 0);
+  if (first == nullptr || first->empty())
     return "rank 0 of the " + std::to_string(w.world) + "-rank world holds none on a live node";
   for (std::uint32_t r = 1; r < w.world; ++r)
-    if (steps_of_rank(rank_id{r}) != steps_of_rank(rank_id{0}))
-      return "of the " + std::to_string(w.world) + "-rank world, rank 0 holds steps " + steps_of_rank(rank_id{0}) +
-             " and rank " + std::to_string(r) + " holds " + steps_of_rank(rank_id{r}) + " on live nodes";
-  return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + steps_of_rank(rank_id{0});
+    if (steps_of_rank(r) != steps_of_rank(0))
+      return "of the " + std::to_string(w.world) + "-rank world, rank 0 holds steps " + steps_of_rank(0) + " and rank " +
+             std::to_string(r) + " holds " + steps_of_rank(r) + " on live nodes";
+  return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + steps_of_rank(0);
 }
 
 std::optional<step_t> snapshot_registry::complete_step(const world_copies& w) const {
-  if (w.world == 0)
+  const auto* first = w.world == 0 ? nullptr : rank_of(w, 0);
+  if (first == nullptr)
     return std::nullopt;
-  auto first = w.ranks.find(rank_id{0});
-  if (first == w.ranks.end())
-    return std::nullopt;
-  for (auto step = first->second.rbegin(); step != first->second.rend(); ++step) {
+  for (auto step = first->rbegin(); step != first->rend(); ++step) {
     bool all = true;
-    auto rank = w.ranks.begin();
     for (std::uint32_t r = 0; r < w.world && all; ++r) {
-      if (rank == w.ranks.end() || rank->first != rank_id{r})
-        rank = w.ranks.find(rank_id{r});
-      if (rank == w.ranks.end())
+      const auto* steps = rank_of(w, r);
+      if (steps == nullptr)
         return std::nullopt;
-      auto at = rank->second.find(step->first);
-      all = at != rank->second.end() &&
-            std::any_of(at->second.begin(), at->second.end(), [&](const auto& holder) { return up(holder.first); });
-      ++rank;
+      const auto* at = find(*steps, step->step);
+      all = at != nullptr && live(*at);
     }
     if (all)
-      return step->first;
+      return step->step;
   }
   return std::nullopt;
 }

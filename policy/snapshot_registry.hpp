@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <utility>
@@ -75,6 +74,11 @@ class snapshot_registry {
   /// (the first world, a resize): a new world generation, whose copies are kept apart. Copies
   /// reported with an epoch the registry was not told of record nothing.
   void begin_epoch(epoch_t e, std::uint32_t world, bool renumbered);
+  /// Whether epoch `e` belongs to the current world generation (the ranks numbered as now).
+  [[nodiscard]] bool current_world(epoch_t e) const {
+    const auto it = gen_of_epoch_.find(e);
+    return it != gen_of_epoch_.end() && it->second == gen_;
+  }
   void set_up(node_id n, bool up);
   /// A lost node's copies are gone.
   void forget_node(node_id n);
@@ -134,17 +138,37 @@ class snapshot_registry {
   std::size_t prune();
 
  private:
-  using holders = std::set<std::pair<node_id, state_source::kind>>;
+  /// A node holding a copy, and how.
+  struct holder {
+    node_id node;
+    state_source::kind where = state_source::kind::local_slot;
+    auto operator<=>(const holder&) const = default;
+  };
+  /// One step of one rank: who holds it (sorted, each once).
+  struct step_copies {
+    step_t step;
+    std::vector<holder> holders;
+  };
+  /// A rank's steps, oldest first (a few: the window bounds them).
+  using rank_copies = std::vector<step_copies>;
   struct world_copies {
     std::uint32_t world = 0;
-    std::map<rank_id, std::map<step_t, holders>> ranks;
+    /// By rank id (0 .. world - 1).
+    std::vector<rank_copies> ranks;
   };
 
   /// Records one copy among a rank's steps, keeping the rank's window.
-  void record(std::map<step_t, holders>& steps, std::uint32_t gen, step_t s, node_id holder, state_source::kind where);
+  void record(rank_copies& steps, std::uint32_t gen, step_t s, holder h);
   /// Commits `s` when every rank of the current world holds it on enough live nodes.
   bool maybe_commit(std::uint32_t gen, step_t s);
-  void forget_copy(std::uint32_t gen, rank_id r, step_t step, node_id holder, state_source::kind where);
+  void forget_copy(std::uint32_t gen, rank_id r, step_t step, holder h);
+  /// The entry of `s` among `steps`, or null.
+  [[nodiscard]] static const step_copies* find(const rank_copies& steps, step_t s);
+  [[nodiscard]] const rank_copies* rank_of(const world_copies& w, std::uint32_t r) const {
+    return r < w.ranks.size() ? &w.ranks[r] : nullptr;
+  }
+  /// Whether some holder of `c` is up.
+  [[nodiscard]] bool live(const step_copies& c) const;
   [[nodiscard]] std::optional<restore_choice> choose_from_memory() const;
   [[nodiscard]] std::optional<step_t> complete_step(const world_copies& w) const;
   [[nodiscard]] bool held_everywhere(const world_copies& w, step_t s, std::size_t copies) const;

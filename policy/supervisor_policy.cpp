@@ -519,12 +519,12 @@ std::vector<policy_action> supervisor_policy::on_progress_all(epoch_t e, step_t 
 
 bool supervisor_policy::on_snapshot_all(epoch_t e, step_t s, state_source::kind where,
                                         std::span<const node_id> holder_of_node) {
-  return e == epoch_ && copies_.on_held_all(e, s, where, placement_, holder_of_node);
+  return copies_.current_world(e) && copies_.on_held_all(e, s, where, placement_, holder_of_node);
 }
 
 void supervisor_policy::on_snapshot_dropped_all(epoch_t e, step_t s, state_source::kind where,
                                                 std::span<const node_id> holder_of_node) {
-  if (e == epoch_)
+  if (copies_.current_world(e))
     copies_.on_dropped_all(e, s, where, placement_, holder_of_node);
 }
 

@@ -206,8 +206,9 @@ class supervisor_policy {
   std::vector<policy_action> on_ranks_ready(std::span<const rank_id> ranks, epoch_t e);
   /// Every rank of the placement finished step `s` of epoch `e`: on_progress for each in turn.
   std::vector<policy_action> on_progress_all(epoch_t e, step_t s);
-  /// Every rank of the placement holds a copy of step `s` written in epoch `e`, which must be the
-  /// current epoch (else nothing happens): on_snapshot for each rank with `where` and, as holder,
+  /// Every rank of the placement holds a copy of step `s` written in epoch `e`, which must be an
+  /// epoch of the current world (the placement's numbering; else nothing happens): on_snapshot for
+  /// each rank with `where` and, as holder,
   /// the rank's own node when `holder_of_node` is empty, else `holder_of_node[its node]`. As for
   /// on_snapshot, a holder that is not a node of the configuration records nothing for that rank.
   /// Returns true when it commits a newer step.

@@ -10,9 +10,11 @@
 #include <queue>
 #include <variant>
 
+#include "policy/checkpoint_coordinator.hpp"
 #include "policy/supervisor_policy.hpp"
 #include "common/check.hpp"
 #include "common/clock.hpp"
+#include "trace/custody_model.hpp"
 
 namespace rekindle::trace {
 
@@ -67,19 +69,18 @@ struct queued {
 enum class phase : unsigned char { training, stalled, restarting, rendezvous, done, down };
 enum class segment : unsigned char { compute, snapshot, persist, checkpoint };
 
-struct snapshot_taken {
-  std::uint64_t step = 0;
-  std::int64_t at = 0;
-};
-
-struct persist_record {
+// A checkpoint being written to disk.
+struct write_record {
   std::uint64_t step = 0;
   std::int64_t start = 0;
   std::int64_t done = 0;
-  bool checked = false;
-  bool failed = false;
   bool corrupt = false;
-  bool reported = false;
+};
+
+// What the policy was told a node holds (custody_model): sync() reports the difference.
+struct told {
+  std::vector<policy::copy_tag> slot;
+  std::vector<policy::copy_tag> window;
 };
 
 struct interval {
@@ -114,12 +115,15 @@ class simulator {
         kind_(p),
         policy_(policy_config_of(cluster_, m), clock_),
         horizon_(horizon),
-        storage_(static_cast<std::uint32_t>(cluster_.nodes().size())) {
+        custody_(m.snapshot_every),
+        coordinator_(p == policy_kind::in_place ? m.persist_every : 0, m.snapshot_every, clock_) {
     nodes_.resize(cluster_.nodes().size());
     for (std::size_t n = 0; n < nodes_.size(); ++n)
       nodes_[n].alive.assign(std::max<std::uint32_t>(cluster_.nodes()[n].ranks, cluster_.widest()), 0);
     in_placement_.assign(nodes_.size(), 0);
-    storage_holder_.assign(nodes_.size() + 1, node_id{storage_});
+    memory_lost_.assign(nodes_.size(), 0);
+    buddy_holders_.assign(nodes_.size(), node_id{~std::uint32_t{0}});
+    previous_buddies_ = buddy_holders_;
     world0_ = cluster_.world();
     // Resolve every target once.
     target_node_.assign(t.events.size(), 0);
@@ -164,8 +168,6 @@ class simulator {
     policy::policy_config pc;
     for (const auto& n : c.nodes())
       pc.nodes.push_back({n.name, n.spare ? 0u : n.ranks, n.spare});
-    // Persisted checkpoints live on shared storage that outlives any node: a node of its own.
-    pc.nodes.push_back({"storage", 0, false});
     pc.total_steps = m.steps > 0 ? m.steps : std::numeric_limits<std::uint64_t>::max() / 2;
     pc.snapshot_every = m.snapshot_every;
     pc.hang_timeout = m.hang_timeout;
@@ -284,7 +286,9 @@ class simulator {
             push_front_fault(t, static_cast<std::uint32_t>(step_events_[next_step_event_++]));
             triggered = true;
           }
-          if (kind_ == policy_kind::in_place && step_ % m_.snapshot_every == 0)
+          // A snapshot the slot rule skips costs no stall (the worker exports nothing); the rule
+          // sees the replicas (and so the commits) that arrived by now.
+          if (kind_ == policy_kind::in_place && step_ % m_.snapshot_every == 0 && snapshot_written(t))
             start_segment(segment::snapshot, m_.snapshot_stall.count());
           else if (kind_ == policy_kind::restart_all && step_ % m_.checkpoint_every == 0)
             start_segment(segment::checkpoint, write_time());
@@ -296,17 +300,9 @@ class simulator {
         }
         case segment::snapshot: {
           credit(lost::snapshots, length);
-          recent_.push_back({step_, t});
-          if (recent_.size() > 4)
-            recent_.pop_front();
-          if (m_.persist_every > 0 && step_ % (m_.snapshot_every * m_.persist_every) == 0) {
-            persists_.push_back({step_, t, add(t, write_time())});
-            ++result_.checkpoints;
-            trim_persists();
-            if (m_.persist_stall.count() > 0) {
-              start_segment(segment::persist, m_.persist_stall.count());
-              break;
-            }
+          if (snapshot_published(t) && m_.persist_stall.count() > 0) {
+            start_segment(segment::persist, m_.persist_stall.count());
+            break;
           }
           start_segment(segment::compute, step_duration());
           break;
@@ -317,9 +313,13 @@ class simulator {
           break;
         case segment::checkpoint:
           credit(lost::checkpoints, length);
-          persists_.push_back({step_, seg_start_, t});
+          // The baseline's synchronous checkpoint commits when no node was lost and no disk was
+          // full while it was written.
           ++result_.checkpoints;
-          trim_persists();
+          if (node_lost_within(seg_start_, t) || disk_full_within(seg_start_, t))
+            ++result_.checkpoints_failed;
+          else
+            policy_.on_checkpoint_committed(step_t{step_}, world_);
           start_segment(segment::compute, step_duration());
           break;
       }
@@ -331,21 +331,53 @@ class simulator {
     queue_.push(queued{t, front_seq_++, ev_type::fault, index, 0});
   }
 
-  void trim_persists() {
-    while (persists_.size() > 8) {
-      check(persists_.front(), now_training_);
-      persists_.pop_front();
-    }
+  // ---- snapshots and checkpoints, by the rules of a live job ----------------------------------
+
+  [[nodiscard]] std::int64_t replicate_time() const {
+    return seconds_to_ns(static_cast<double>(m_.state_size) / m_.buddy_bandwidth);
   }
 
-  // Whether a finished write committed: every shard written, no node lost or disk full meanwhile.
-  void check(persist_record& p, std::int64_t now) {
-    if (p.checked || p.done > now)
+  // Whether the snapshot of step_, due at t, is written (else the slot rule skips it).
+  bool snapshot_written(std::int64_t t) {
+    custody_.deliver(t, [&](std::int64_t from, std::int64_t to) { return node_lost_within(from, to); });
+    return custody_.would_write(step_t{step_});
+  }
+
+  // The snapshot of step_ is published at t by every rank (the slot rule chose each node's half):
+  // its replicas set off, and a checkpoint begins when one is due. Returns whether one began.
+  bool snapshot_published(std::int64_t t) {
+    finish_persist(t);
+    custody_.deliver(t, [&](std::int64_t from, std::int64_t to) { return node_lost_within(from, to); });
+    custody_.publish(step_t{step_}, t, add(t, replicate_time()));
+    const auto e = policy_.epoch();
+    const auto due = coordinator_.on_slot_report_all(step_t{step_}, e, world_);
+    if (!due || !custody_.every_slot_holds(*due))
+      return false;
+    (void)coordinator_.begin(*due, e, world_);
+    coordinator_.begun();
+    persisting_ = write_record{step_, t, add(t, write_time())};
+    ++result_.checkpoints;
+    return true;
+  }
+
+  // The checkpoint being written, once its write is done by `now`: committed when no node of the
+  // job was lost and no disk of the job was full meanwhile (and it was not damaged).
+  void finish_persist(std::int64_t now) {
+    if (!persisting_ || persisting_->done > now)
       return;
-    p.checked = true;
-    p.failed = node_lost_within(p.start, p.done) || disk_full_within(p.start, p.done);
-    if (p.failed)
-      ++result_.checkpoints_failed;
+    const auto p = *persisting_;
+    persisting_.reset();
+    const bool lost = node_lost_within(p.start, p.done);
+    const bool full = disk_full_within(p.start, p.done);
+    for (auto& a : coordinator_.on_every_shard(!lost && !full && !p.corrupt, "a node of the job",
+                                               lost ? "node lost" : full ? "disk full" : "damaged")) {
+      if (std::holds_alternative<policy::commit_checkpoint>(a)) {
+        policy_.on_checkpoint_committed(step_t{p.step}, world_);
+        (void)coordinator_.committed();
+      } else if (std::holds_alternative<policy::drop_checkpoint>(a)) {
+        ++result_.checkpoints_failed;
+      }
+    }
   }
 
   // Training stops at now_: the partial segment is lost work.
@@ -404,24 +436,57 @@ class simulator {
   }
 
   // The holder of each node's buddy replicas, by node, as the policy assigned them; none (an id
-  // past the nodes) for a node without a buddy. Shared storage keeps no replicas: a node whose
-  // buddy would be the storage takes the storage's buddy, the next node after it.
+  // past the nodes) for a node without a buddy.
   void set_buddies(const std::vector<std::optional<node_id>>& buddy_of) {
-    buddy_holders_.assign(nodes_.size() + 1, node_id{~std::uint32_t{0}});
-    for (std::size_t n = 0; n < nodes_.size() && n < buddy_of.size(); ++n) {
-      auto b = buddy_of[n];
-      if (b && b->value() == storage_)
-        b = storage_ < buddy_of.size() ? buddy_of[storage_] : std::nullopt;
-      if (b && b->value() != n)
-        buddy_holders_[n] = *b;
-    }
+    buddy_holders_.assign(nodes_.size(), node_id{~std::uint32_t{0}});
+    for (std::size_t n = 0; n < nodes_.size() && n < buddy_of.size(); ++n)
+      if (buddy_of[n])
+        buddy_holders_[n] = *buddy_of[n];
   }
 
-  void report_local(std::uint64_t step) {
-    if (std::find(reported_local_.begin(), reported_local_.end(), step) != reported_local_.end())
-      return;
-    reported_local_.push_back(step);
-    policy_.on_snapshot_all(policy_.epoch(), step_t{step}, state_source::kind::local_slot);
+  // Tells the policy what each node holds now that it was not told yet, and what it no longer
+  // holds: exactly the held and dropped reports of a live job's checkpoint actors, in bulk, one
+  // call per copy for every node that changed alike.
+  void report_copies() {
+    told_.resize(nodes_.size());
+    std::map<std::pair<policy::copy_tag, bool>, std::vector<std::uint32_t>> held, dropped;
+    const auto in = [](const std::vector<policy::copy_tag>& v, const policy::copy_tag& x) {
+      return std::find(v.begin(), v.end(), x) != v.end();
+    };
+    for (const auto& c : custody_.cohorts()) {
+      for (auto n : c.nodes) {
+        auto& t = told_[n];
+        for (const bool replica : {false, true}) {
+          const auto& now = replica ? c.window : c.slot;
+          auto& before = replica ? t.window : t.slot;
+          for (const auto& x : before)
+            if (!in(now, x))
+              dropped[{x, replica}].push_back(n);
+          for (const auto& x : now)
+            if (!in(before, x))
+              held[{x, replica}].push_back(n);
+          before = now;
+        }
+      }
+    }
+    // Holders, by node: the node itself (its slots) or its buddy (the replicas of its ranks).
+    std::vector<node_id> mask(nodes_.size(), node_id{~std::uint32_t{0}});
+    const auto bulk = [&](const auto& by_copy, bool drop) {
+      for (const auto& [key, list] : by_copy) {
+        const auto& [x, replica] = key;
+        const auto where = replica ? state_source::kind::buddy_replica : state_source::kind::local_slot;
+        for (auto n : list)
+          mask[n] = replica ? buddy_holders_[n] : node_id{n};
+        if (drop)
+          policy_.on_snapshot_dropped_all(x.epoch, x.step, where, mask);
+        else
+          (void)policy_.on_snapshot_all(x.epoch, x.step, where, mask);
+        for (auto n : list)
+          mask[n] = node_id{~std::uint32_t{0}};
+      }
+    };
+    bulk(dropped, true);
+    bulk(held, false);
   }
 
   // Tells the policy what happened since the last report: progress, snapshots, replicas and
@@ -436,45 +501,14 @@ class simulator {
       if (phase_ == phase::done)
         return;
     }
-    if (kind_ == policy_kind::in_place && !recent_.empty()) {
-      // The buddy holds the newest snapshot whose replica is complete: one whose copy finished
-      // before now without a node of the job lost meanwhile.
-      const auto replicate = seconds_to_ns(static_cast<double>(m_.state_size) / m_.buddy_bandwidth);
-      for (auto it = recent_.rbegin(); it != recent_.rend(); ++it) {
-        const auto done = add(it->at, replicate);
-        if (done > now_ || node_lost_within(it->at, done))
-          continue;
-        if (it->step > reported_buddy_) {
-          reported_buddy_ = it->step;
-          policy_.on_snapshot_all(e, step_t{it->step}, state_source::kind::buddy_replica, buddy_holders_);
-        }
-        break;
-      }
-      // The slot's two halves hold the two newest snapshots. The older one matters only while
-      // the newest has no complete replica (a restore after a node loss falls back to it), so
-      // it is reported only then: each report is 16,384 insertions at scale.
-      const auto newest = recent_.back().step;
-      report_local(newest);
-      if (recent_.size() >= 2 && reported_buddy_ < newest)
-        report_local(recent_[recent_.size() - 2].step);
+    if (kind_ == policy_kind::in_place) {
+      finish_persist(now_);
+      custody_.deliver(now_, [&](std::int64_t from, std::int64_t to) { return node_lost_within(from, to); });
+      report_copies();
     }
-    if (prune_pending_ && (!recent_.empty() || kind_ == policy_kind::restart_all)) {
+    if (prune_pending_) {
       prune_pending_ = false;
       policy_.prune_snapshots();
-    }
-    // Checkpoints on shared storage, committed when every shard is written.
-    for (auto it = persists_.rbegin(); it != persists_.rend(); ++it) {
-      auto& p = *it;
-      if (p.done > now_)
-        continue;
-      check(p, now_);
-      if (p.failed || p.corrupt)
-        continue;
-      if (!p.reported) {
-        p.reported = true;
-        policy_.on_snapshot_all(e, step_t{p.step}, state_source::kind::disk, storage_holder_);
-      }
-      break;
     }
   }
 
@@ -535,16 +569,13 @@ class simulator {
       ++result_.recoveries;
     stall_.active = false;
     ++stall_token_;
-    recent_.clear();
-    reported_local_.clear();
-    reported_buddy_ = 0;
-    // Writes still in flight belonged to the old world; count them as failed.
-    for (auto& p : persists_)
-      if (p.done > now_ && !p.checked) {
-        p.checked = true;
-        p.failed = true;
-        ++result_.checkpoints_failed;
-      }
+    // A checkpoint still being written belonged to the old world: given up on.
+    finish_persist(now_);
+    if (persisting_) {
+      persisting_.reset();
+      ++result_.checkpoints_failed;
+    }
+    (void)coordinator_.on_epoch(policy_.epoch());
     if (kind_ == policy_kind::restart_all)
       for (auto& n : nodes_)
         std::fill(n.alive.begin(), n.alive.end(), 0);
@@ -644,8 +675,12 @@ class simulator {
            : worst == state_source::kind::buddy_replica ? result_.restores_buddy
                                                        : result_.restores_disk);
     }
+    result_.restores.push_back({s.epoch.value(), s.restore_step.value(),
+                                s.sources.empty() ? -1 : static_cast<int>(worst)});
     step_ = s.restore_step.value();
     reported_progress_ = step_;
+    if (kind_ == policy_kind::in_place)
+      begin_custody(s);
     // A new world: once it has a complete snapshot, the older worlds are out of reach of any
     // restore but one that finds the new world's copies lost too; keeping them costs 7 MB each
     // at 16,384 ranks, and every node loss walks them. sync() prunes them then.
@@ -659,6 +694,36 @@ class simulator {
     set_phase(phase::rendezvous);
     rendezvous_end_ = add(now_, m_.rendezvous.count());
     push(add(rendezvous_end_, restore), ev_type::training_start, 0, s.epoch.value());
+  }
+
+  // The nodes' slots and windows enter the epoch `s` starts: those whose memory or buddy is new
+  // start empty.
+  void begin_custody(const policy::start_epoch& s) {
+    std::vector<std::uint8_t> kept(nodes_.size(), 0), same_buddy(nodes_.size(), 0);
+    for (std::uint32_t n = 0; n < nodes_.size(); ++n) {
+      kept[n] = memory_lost_[n] == 0;
+      const auto b = buddy_holders_[n].value();
+      same_buddy[n] = b < nodes_.size() && buddy_holders_[n] == previous_buddies_[n] && memory_lost_[b] == 0;
+    }
+    std::vector<rank_id> ranks;
+    ranks.reserve(s.placement.size());
+    for (const auto& slot : s.placement)
+      ranks.push_back(slot.rank);
+    const bool new_world = ranks != previous_ranks_;
+    custody_.begin_epoch(s.epoch, s.restore_step, new_world, in_placement_, kept, same_buddy);
+    previous_ranks_ = std::move(ranks);
+    previous_buddies_ = buddy_holders_;
+    for (std::uint32_t n = 0; n < nodes_.size(); ++n)
+      if (in_placement_[n] != 0)
+        memory_lost_[n] = 0;
+    set_multi_node();
+  }
+
+  void set_multi_node() {
+    std::uint32_t up = 0;
+    for (std::uint32_t n = 0; n < nodes_.size() && up < 2; ++n)
+      up += policy_.node_up(node_id{n}) ? 1 : 0;
+    custody_.set_multi_node(up >= 2);
   }
 
   void on_finish(const policy::finish_job& f) {
@@ -677,7 +742,7 @@ class simulator {
     result_.world_start = world0_;
     result_.world_min = world0_;
     std::vector<node_id> all;
-    for (std::uint32_t n = 0; n <= storage_; ++n)
+    for (std::uint32_t n = 0; n < nodes_.size(); ++n)
       all.push_back(node_id{n});
     phase_ = phase::restarting;
     apply(policy_.on_nodes_up(all));
@@ -736,7 +801,6 @@ class simulator {
     for (std::uint32_t n = 0; n < nodes_.size(); ++n)
       if (nodes_[n].up && policy_.node_up(node_id{n}))
         policy_.on_heartbeat(node_id{n});
-    policy_.on_heartbeat(node_id{storage_});
     apply(policy_.on_tick());
   }
 
@@ -868,17 +932,21 @@ class simulator {
         hit = in_placement_[n] != 0;
         break;
       }
-      case fault_kind::corrupt_checkpoint:
-        for (auto it = persists_.rbegin(); it != persists_.rend(); ++it) {
-          if (it->done > now_ || it->failed || it->corrupt)
-            continue;
-          it->corrupt = true;
+      case fault_kind::corrupt_checkpoint: {
+        // The newest checkpoint on disk is damaged: a restore would find it out and fall back, so
+        // restores no longer count on it. One still being written fails its commit.
+        if (kind_ == policy_kind::in_place)
+          finish_persist(now_);
+        const auto& committed = policy_.copies().checkpoints();
+        if (!committed.empty()) {
+          policy_.forget_checkpoint(committed.rbegin()->first);
           hit = true;
-          if (it->reported)
-            ++result_.notes["corrupt_after_report"];
-          break;
+        } else if (persisting_ && !persisting_->corrupt) {
+          persisting_->corrupt = true;
+          hit = true;
         }
         break;
+      }
       case fault_kind::collective_error:
         if (phase_ == phase::training && live_rank(f.target.rank) != nullptr) {
           hit = true;
@@ -902,9 +970,10 @@ class simulator {
       }
       return false;
     }
-    // Its last heartbeat is now; the supervisor notices after node_timeout.
+    // Its last heartbeat is now; the supervisor notices after node_timeout. Its memory is gone.
     policy_.on_heartbeat(node_id{n});
     node.up = false;
+    memory_lost_[n] = 1;
     node.back_at = back;
     std::fill(node.alive.begin(), node.alive.end(), 0);
     const bool used = in_placement_[n] != 0;
@@ -974,8 +1043,19 @@ class simulator {
   }
 
   void wrap_up(std::int64_t end) {
-    for (auto& p : persists_)
-      check(p, now_);
+    // The policy learns what the nodes hold at the end (its committed step is in the result).
+    if (kind_ == policy_kind::in_place && policy_.state() == policy::job_state::running) {
+      finish_persist(now_);
+      custody_.deliver(now_, [&](std::int64_t from, std::int64_t to) { return node_lost_within(from, to); });
+      report_copies();
+    }
+    result_.slot_steps.clear();
+    for (auto s : custody_.slot_steps())
+      result_.slot_steps.push_back(s.value());
+    for (auto s : custody_.replica_steps())
+      result_.replica_steps.push_back(s.value());
+    if (const auto c = policy_.copies().committed())
+      result_.committed = c->value();
     result_.wall = static_cast<double>(end) * 1e-9;
     result_.steps = high_water_;
     result_.rank_restarts = policy_.restarts();
@@ -1000,7 +1080,6 @@ class simulator {
   fake_clock clock_;
   supervisor_policy policy_;
   std::int64_t horizon_;
-  std::uint32_t storage_;
   std::int64_t now_ = 0;
   std::priority_queue<queued, std::vector<queued>, std::greater<>> queue_;
   // Events queued for the same time run in the order queued; step-triggered faults first.
@@ -1010,8 +1089,11 @@ class simulator {
 
   std::vector<node_state> nodes_;
   std::vector<std::uint8_t> in_placement_;
-  std::vector<node_id> storage_holder_;
   std::vector<node_id> buddy_holders_;
+  std::vector<node_id> previous_buddies_;
+  std::vector<rank_id> previous_ranks_;
+  /// By node: its memory (slots, replicas) was lost since it last ran ranks.
+  std::vector<std::uint8_t> memory_lost_;
   std::uint32_t world0_ = 0;
   std::uint32_t world_ = 0;
   std::vector<std::uint32_t> target_node_;
@@ -1033,11 +1115,11 @@ class simulator {
   stall_state stall_;
   std::uint64_t stall_token_ = 0;
 
-  std::deque<snapshot_taken> recent_;
-  std::vector<std::uint64_t> reported_local_;
-  std::uint64_t reported_buddy_ = 0;
+  custody_model custody_;
+  std::vector<told> told_;
+  policy::checkpoint_coordinator coordinator_;
+  std::optional<write_record> persisting_;
   std::uint64_t reported_progress_ = 0;
-  std::deque<persist_record> persists_;
   std::vector<std::int64_t> job_node_losses_;
   std::vector<interval> slow_;
   std::vector<interval> links_;

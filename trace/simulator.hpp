@@ -3,6 +3,8 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -84,6 +86,20 @@ struct sim_result {
   std::uint32_t world_end = 0;
   /// The policy's notes by kind (world_shrinks, ranks_moved, rank_hung, no_snapshot, ...).
   std::map<std::string, std::uint32_t> notes;
+  /// Each epoch's start: the step restored and the slowest source among the ranks (0 their own
+  /// node's memory, 1 a buddy's, 2 disk; -1 from scratch).
+  struct restore_record {
+    std::uint64_t epoch = 0;
+    std::uint64_t step = 0;
+    int source = -1;
+    bool operator==(const restore_record&) const = default;
+  };
+  std::vector<restore_record> restores;
+  /// At the end: the steps every rank's slot holds, and its buddy's replicas (on the nodes that
+  /// kept their memory longest), by the live custody rule; the newest committed step.
+  std::vector<std::uint64_t> slot_steps;
+  std::vector<std::uint64_t> replica_steps;
+  std::optional<std::uint64_t> committed;
   /// The job's state at the end ("running", "completed", "failed"), and why it failed.
   std::string end_state;
   std::string reason;

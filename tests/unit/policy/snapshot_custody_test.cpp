@@ -111,6 +111,74 @@ TEST(snapshot_custody, a_slot_that_lacks_the_protected_step_keeps_its_newest_anc
   EXPECT_EQ(slot.steps(), steps({44, 48})) << "an anchor keeps the older anchor when the slot has no protected step";
 }
 
+TEST(snapshot_custody, a_protected_step_written_in_two_epochs_is_kept_once) {
+  // Step 8 was written in epoch 1, restored from, and written again in epoch 2 after a restore
+  // of step 4: both halves hold step 8. Protecting step 8 keeps the newer copy only.
+  slot_contents slot;
+  (void)slot.write(tag(1, 8), std::nullopt, 1);
+  (void)slot.write(tag(2, 8), std::nullopt, 1);
+  EXPECT_EQ(slot.steps(), steps({8, 8}));
+  const auto w = slot.write(tag(3, 9), protected_step({}, epoch_t{3}, step_t{8}), 1);
+  ASSERT_TRUE(w.half) << "the slot must not lock itself up";
+  EXPECT_EQ(*w.overwrites, tag(1, 8));
+  EXPECT_EQ(slot.steps(), steps({8, 9}));
+}
+
+TEST(snapshot_custody, in_any_history_anchors_are_written_and_the_protected_step_survives) {
+  // Random histories: training forward, restores to a step the slot holds or not, commits of
+  // written steps arriving late or never. Whatever happens, an anchor is always written, the
+  // protected step (when the slot held it) is never overwritten, and a skip only ever waits for
+  // an anchor newer than the protected step.
+  std::uint64_t seed = 12345;
+  const auto next = [&](std::uint64_t n) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (seed >> 33) % n;
+  };
+  for (int run = 0; run < 200; ++run) {
+    slot_contents slot;
+    const std::uint64_t every = 1 + next(3);
+    custody_pin pin;
+    std::uint64_t epoch = 1, restore = 0, step = 0;
+    for (int i = 0; i < 300; ++i) {
+      const auto r = next(100);
+      if (r < 3) {
+        // A restore: to a step the slot holds, or an older one from elsewhere.
+        const auto held = slot.steps();
+        ++epoch;
+        restore = !held.empty() && next(2) == 0 ? held[next(held.size())].value() : step / 2;
+        step = restore;
+        continue;
+      }
+      if (r < 30 && !slot.steps().empty()) {
+        // A commit of a step this epoch wrote.
+        for (const auto& h : slot.halves())
+          if (h && h->epoch == epoch_t{epoch} && h->step > pin.step)
+            pin = {epoch_t{epoch}, h->step};
+        continue;
+      }
+      step += every;
+      const auto protect = protected_step(pin, epoch_t{epoch}, step_t{restore});
+      const auto steps_before = slot.steps();
+      const bool held_protected =
+          protect && std::find(steps_before.begin(), steps_before.end(), *protect) != steps_before.end();
+      const auto w = slot.write(tag(epoch, step), protect, every);
+      if (is_anchor(step_t{step}, every)) {
+        ASSERT_TRUE(w.half) << "run " << run << ": anchor " << step << " not written";
+      } else if (!w.half) {
+        ASSERT_TRUE(protect.has_value()) << "run " << run << ": a skip without a protected step";
+        ASSERT_GT(w.waiting, *protect) << "run " << run;
+      }
+      if (held_protected) {
+        const auto after = slot.steps();
+        ASSERT_NE(std::find(after.begin(), after.end(), *protect), after.end())
+            << "run " << run << ": protected step " << protect->value() << " overwritten by " << step << " (every "
+            << every << ", epoch " << epoch << ", restore " << restore << ", pin " << pin.step.value() << "/"
+            << pin.epoch.value() << ", before " << ::testing::PrintToString(steps_before) << ")";
+      }
+    }
+  }
+}
+
 TEST(snapshot_custody, a_buddy_keeps_four_replicas_a_rank_never_evicting_the_pinned_step_or_the_two_newest_anchors) {
   replica_window w{1};
   for (std::uint64_t s = 1; s <= 4; ++s)

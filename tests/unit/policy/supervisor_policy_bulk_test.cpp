@@ -191,17 +191,27 @@ TEST(supervisor_policy_bulk, snapshot_all_records_what_per_rank_reports_record) 
   EXPECT_EQ(restore_after_losing_n1(true, false, true).restore_step, step_t{10});
 }
 
-TEST(supervisor_policy_bulk, snapshot_all_of_an_older_epoch_records_nothing) {
+TEST(supervisor_policy_bulk, snapshot_all_records_an_older_epoch_of_the_same_world_but_not_of_another) {
   fake_clock clock;
   supervisor_policy p{three_nodes(false), clock};
   nodes_up(p, 3);
   (void)p.on_ranks_ready(ranks_of(p), p.epoch());
   const auto first = p.epoch();
   (void)p.on_rank_failed(rank_id{0}, first, "crash");
-  p.on_snapshot_all(first, step_t{10}, state_source::kind::local_slot);
+  // A copy written in the epoch before the restart in place is a copy of the same world, as a
+  // per-rank report of it would say.
+  EXPECT_FALSE(p.on_snapshot_all(first, step_t{10}, state_source::kind::local_slot));
   auto starts = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(starts.size(), 1u);
-  EXPECT_EQ(starts[0].restore_step, step_t{0});
+  EXPECT_EQ(starts[0].restore_step, step_t{10});
+  // After a resize the placement numbers the ranks anew: a bulk report of the old world is refused.
+  const auto old_world = p.epoch();
+  (void)p.scale(4);
+  (void)p.on_snapshot_all(old_world, step_t{20}, state_source::kind::local_slot);
+  starts = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].restore_step, step_t{10}) << "step 20 of the six-rank world was not recorded";
+  EXPECT_EQ(starts[0].restore_world, 6u);
 }
 
 TEST(supervisor_policy_bulk, snapshot_and_drop_all_commit_and_forget_as_per_rank_reports_do) {

@@ -162,7 +162,7 @@ TEST(simulator, a_spare_takes_over_and_a_repaired_node_returns) {
   const auto r = run(trace_of(2000, {down}), *cluster, simple_model());
   EXPECT_EQ(r.world_end, 8u);
   EXPECT_EQ(r.notes.at("ranks_moved"), 1u);
-  EXPECT_EQ(r.notes.at("node_up"), 7u) << "five nodes and the storage at the start, n3 after its repair";
+  EXPECT_EQ(r.notes.at("node_up"), 6u) << "five nodes at the start, n3 after its repair";
   EXPECT_NEAR(r.lost_in(lost::restart), 3, 1e-9) << "the moved ranks start on the spare";
   EXPECT_NEAR(r.lost_in(lost::degraded), 0, 1e-9);
 }
