@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 
 namespace rekindle::actors {
 /// Work to finish inside the actor after a transport callback.
@@ -122,7 +122,7 @@ caf::behavior checkpoint_actor::make_behavior() {
           replicate(s.local_index, {s.epoch, s.rank, s.waiting});
       },
       [this](const envelope& from, const bulk_payload& p, const replica_header& h) {
-        const auto sum = storage::xxh64(p.bytes.span());
+        const auto sum = snapshot_checksum(p.bytes.span());
         if (p.bytes.size() != h.length || sum != h.checksum) {
           spdlog::warn("replica of rank {} step {} from node {} dropped: {} bytes, checksum {:016x}, expected {} and {:016x}",
                        h.rank.value(), h.step.value(), from.node.value(), p.bytes.size(), sum, h.length, h.checksum);
@@ -283,7 +283,7 @@ void checkpoint_actor::persist(const persist_request& p) {
       continue;
     }
     std::vector<std::byte> copy(view->data.size());
-    const auto sum = storage::copy_and_hash(copy, view->data);
+    const auto sum = copy_and_checksum(copy, view->data);
     if (!slots_[local].still_valid(*view) || sum != view->checksum) {
       fail(rank, "the snapshot of step " + std::to_string(p.step.value()) + " in slot " + std::to_string(local) +
                      (sum != view->checksum ? " fails its checksum" : " changed while it was copied"));
@@ -312,7 +312,7 @@ void checkpoint_actor::replicate(std::uint32_t local_index, const policy::copy_t
     return;
   }
   std::vector<std::byte> copy(view->data.size());
-  const auto sum = storage::copy_and_hash(copy, view->data);
+  const auto sum = copy_and_checksum(copy, view->data);
   if (!slots_[local_index].still_valid(*view) || sum != view->checksum) {
     spdlog::warn("replication of {} skipped: the snapshot changed while it was copied", policy::to_string(c));
     return;

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "storage/shard_file.hpp"
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "training/state.hpp"
 #include "training/training_task.hpp"
 
@@ -87,7 +87,7 @@ class worker_actor : public caf::event_based_actor {
           rt_->push(worker_runtime::finish{j.state});
         },
         [this](const envelope&, const bulk_payload& p, const state_reply& r) {
-          if (r.ok && p.bytes.size() == r.length && storage::xxh64(p.bytes.span()) == r.checksum)
+          if (r.ok && p.bytes.size() == r.length && snapshot_checksum(p.bytes.span()) == r.checksum)
             rt_->deliver(r.id, p.bytes);
           else
             rt_->deliver(r.id, status{errc::data_loss, "state " + std::to_string(r.id) + " arrived damaged (" +
@@ -373,12 +373,9 @@ void worker_runtime::train(const start_training& start) {
         to_checkpoint(a.epoch, caf::make_message(snapshot_skipped{a.epoch, a.rank, *ctx_.local_index, r->step,
                                                                   t->plan.pinned, t->plan.waiting}));
       } else {
-        auto st = t->half.size() < task->state_size()
-                      ? status{errc::resource_exhausted, "the slot holds " + std::to_string(t->half.size()) +
-                                                             " bytes, the state " + std::to_string(task->state_size())}
-                      : task->export_state(t->half);
-        if (st.ok())
-          st = slot_->publish(task->state_size());
+        // The checksum comes out of the export's own pass: nothing reads the state again.
+        auto sum = task->export_state(t->half);
+        auto st = sum ? slot_->publish(task->state_size(), *sum) : sum.error();
         if (!st.ok()) {
           spdlog::error("snapshot of step {} failed: {}", r->step.value(), st.message());
         } else {
@@ -387,7 +384,7 @@ void worker_runtime::train(const start_training& start) {
           if (t->plan.overwrites)
             dropped.push_back(*t->plan.overwrites);
           to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
-                                                                  task->state_size(), 0, std::move(dropped)}));
+                                                                  task->state_size(), *sum, std::move(dropped)}));
         }
       }
     }

@@ -122,7 +122,7 @@ expected<result> measure(double target_bytes, const options& o) {
 
   // Verify before timing: an exported state imports back.
   std::vector<std::byte> exported(r.bytes);
-  RK_RETURN_IF_ERROR(task->export_state(exported));
+  RK_RETURN_IF_ERROR(task->export_state(exported).to_status());
   RK_RETURN_IF_ERROR(task->import_state(std::vector<std::span<const std::byte>>{exported}));
   std::vector<std::byte> target(r.bytes, std::byte{1});  // touched, like a slot
 
@@ -134,8 +134,8 @@ expected<result> measure(double target_bytes, const options& o) {
     // through page faults (the first copy into it runs 10-25x slower), which both would pay alike.
     const auto snapshot = [&](step_t at) -> status {
       RK_ASSIGN_OR_RETURN(auto t, slot.begin_write(storage::snapshot_meta::of_step(at)));
-      RK_RETURN_IF_ERROR(task->export_state(t.half.first(r.bytes)));
-      return slot.publish(r.bytes);
+      RK_ASSIGN_OR_RETURN(const auto sum, task->export_state(t.half.first(r.bytes)));
+      return slot.publish(r.bytes, sum);
     };
     RK_RETURN_IF_ERROR(snapshot(step_t{step.value() - 1}));
     auto t0 = clock_type::now();

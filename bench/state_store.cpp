@@ -7,7 +7,7 @@
 // - event appends per second through the batching event writer (synced batches), 50,000 events
 //   then flush_events();
 // - publishing a snapshot of M MiB (default 100) into a shared-memory slot: `write` (copy and
-//   xxHash64 in one pass, then publish), and begin_write + memcpy + publish with a known checksum
+//   the snapshot checksum (XXH3) in one pass, then publish), and begin_write + memcpy + publish with a known checksum
 //   (the stall when the state buffer carries its checksum), next to a plain memcpy of the same
 //   bytes into touched memory (the physical limit) and into freshly allocated memory.
 //
@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "storage/snapshot_slot.hpp"
 #include "storage/state_store.hpp"
 
@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
   std::vector<std::byte> state(bytes);
   for (std::size_t i = 0; i < bytes; i += 64)
     state[i] = static_cast<std::byte>(i / 64);
-  const std::uint64_t state_sum = xxh64(state);
+  const std::uint64_t state_sum = snapshot_checksum(state);
   std::uint64_t step = 0;
 
   check(slot.write(snapshot_meta::of_step(step_t{++step}), state).to_status(), "slot write");
@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
   std::printf("| baseline: RocksDB synced put | %.3f ms | %.0f /s |\n", raw_put_s / bumps * 1e3, bumps / raw_put_s);
   std::printf("| baseline: RocksDB put in synced batches of 100 | %.2f us | %.0f /s |\n", raw_batch_s / events * 1e6,
               events / raw_batch_s);
-  std::printf("| slot write: copy + xxHash64 + publish, %zu MiB | %.1f ms | %.2f GB/s |\n", o.snapshot_mib,
+  std::printf("| slot write: copy + checksum + publish, %zu MiB | %.1f ms | %.2f GB/s |\n", o.snapshot_mib,
               write_s * 1e3, gb / write_s);
   std::printf("| slot begin_write + memcpy + publish (checksum known), %zu MiB | %.1f ms | %.2f GB/s |\n",
               o.snapshot_mib, publish_s * 1e3, gb / publish_s);

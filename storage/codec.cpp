@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 
 namespace rekindle::storage::detail {
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <memory>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "storage/codec.hpp"
 #include "storage/posix_error.hpp"
 
@@ -23,7 +23,7 @@ namespace {
 
 constexpr std::byte shard_magic[8] = {std::byte{'R'}, std::byte{'K'}, std::byte{'S'}, std::byte{'H'},
                                       std::byte{'A'}, std::byte{'R'}, std::byte{'D'}, std::byte{0}};
-constexpr std::uint32_t shard_version = 1;
+constexpr std::uint32_t shard_version = 2;
 constexpr std::size_t header_checksum_offset = 56;
 // Payload bytes per write(2) and read(2).
 constexpr std::size_t io_chunk = 4 << 20;
@@ -180,7 +180,7 @@ expected<shard_info> read_checked(const fs::path& file, const shard_expectation&
     return status{errc::data_loss, what + " byte 40: payload checksum " + detail::hex64(info.checksum) +
                                        ", the manifest says " + detail::hex64(*expect.checksum)};
 
-  xxh64_stream hs;
+  snapshot_checksum_stream hs;
   std::vector<std::byte> buffer;
   if (allocate_first)
     whole->resize(static_cast<std::size_t>(info.size));
@@ -260,7 +260,7 @@ expected<shard_info> write_shard(const fs::path& dir, std::string_view name, ste
     return fail(st);
 
   // Step 2.
-  xxh64_stream hs;
+  snapshot_checksum_stream hs;
   for (std::size_t at = 0; at < payload.size(); at += io_chunk) {
     const auto chunk = payload.subspan(at, std::min(io_chunk, payload.size() - at));
     hs.update(chunk);

@@ -20,13 +20,13 @@
 /// | offset | field |
 /// |---|---|
 /// | 0 | magic "RKSHARD\0" |
-/// | 8 | version (u32, 1) |
+/// | 8 | version (u32, 2) |
 /// | 12 | header_bytes (u32, 64) |
 /// | 16 | step (u64) |
 /// | 24 | rank (u32) |
 /// | 28 | reserved (u32, 0) |
 /// | 32 | payload length (u64) |
-/// | 40 | payload xxHash64 (u64) |
+/// | 40 | payload checksum (u64): snapshot_checksum, XXH3-64 (common/checksum.hpp) |
 /// | 48 | reserved (u64, 0) |
 /// | 56 | xxHash64 of bytes [0, 56) |
 /// | 64 | payload (length bytes); the file ends right after it |
@@ -86,7 +86,7 @@ struct shard_info {
   rank_id rank;
   /// Payload bytes.
   std::uint64_t size = 0;
-  /// xxHash64 of the payload.
+  /// snapshot_checksum of the payload.
   std::uint64_t checksum = 0;
 
   bool operator==(const shard_info&) const = default;

@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "common/check.hpp"
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "storage/codec.hpp"
 #include "storage/posix_error.hpp"
 
@@ -394,7 +394,7 @@ status snapshot_slot::publish(std::uint64_t length, std::optional<std::uint64_t>
                                                 std::to_string(capacity_) + " bytes"};
   const std::uint32_t h = *writing_;
   const std::uint64_t sum =
-      checksum ? *checksum : xxh64(std::span<const std::byte>{half_data(h), static_cast<std::size_t>(length)});
+      checksum ? *checksum : snapshot_checksum(std::span<const std::byte>{half_data(h), static_cast<std::size_t>(length)});
   const std::uint64_t gen = u64_at(base_, off_generation).load(std::memory_order_relaxed) + 1;
   // Step 3.
   u64_at(base_, desc(h, d_step)).store(step.value(), std::memory_order_relaxed);
@@ -425,7 +425,7 @@ expected<policy::slot_write> snapshot_slot::write(const snapshot_meta& meta, std
   RK_ASSIGN_OR_RETURN(auto t, begin_write(meta));
   if (t.skipped())
     return t.plan;
-  const std::uint64_t sum = copy_and_hash(t.half, state);
+  const std::uint64_t sum = copy_and_checksum(t.half, state);
   RK_RETURN_IF_ERROR(publish(state.size(), sum));
   return t.plan;
 }
@@ -446,7 +446,7 @@ expected<snapshot_view> snapshot_slot::read_half(std::uint32_t a, bool verify) c
     const std::uint32_t state = u32_at(base_, desc(a, d_state)).load(std::memory_order_relaxed);
     const bool sane = length <= capacity_ && state == half_published;
     const std::uint64_t computed =
-        sane && verify ? xxh64(std::span<const std::byte>{half_data(a), static_cast<std::size_t>(length)}) : sum;
+        sane && verify ? snapshot_checksum(std::span<const std::byte>{half_data(a), static_cast<std::size_t>(length)}) : sum;
     // Step 4.
     std::atomic_thread_fence(std::memory_order_acquire);
     if (u64_at(base_, desc(a, d_sequence)).load(std::memory_order_relaxed) != s1)
@@ -540,7 +540,7 @@ expected<snapshot_info> snapshot_slot::copy_latest(std::span<std::byte> out) con
                                                   std::to_string(v.step.value()) + " has " +
                                                   std::to_string(v.data.size()) + " bytes, the buffer " +
                                                   std::to_string(out.size())};
-    const std::uint64_t computed = copy_and_hash(out, v.data);
+    const std::uint64_t computed = copy_and_checksum(out, v.data);
     if (!still_valid(v))
       continue;
     if (computed != v.checksum)

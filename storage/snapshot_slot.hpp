@@ -43,7 +43,7 @@ struct snapshot_view {
   /// The snapshot's bytes inside the shared mapping. They stay the snapshot's only while
   /// `snapshot_slot::still_valid(view)` holds: the writer reuses the half two publishes later.
   std::span<const std::byte> data;
-  /// xxHash64 of `data`, as published.
+  /// snapshot_checksum (common/checksum.hpp) of `data`, as published.
   std::uint64_t checksum = 0;
   /// Which half (0 or 1) holds it.
   std::uint32_t half = 0;

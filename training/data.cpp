@@ -1,7 +1,5 @@
 #include "training/data.hpp"
 
-#include <xxhash.h>
-
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -10,6 +8,7 @@
 #include <system_error>
 
 #include "common/check.hpp"
+#include "common/checksum.hpp"
 #include "kernels/layout.hpp"
 
 namespace rekindle::training {
@@ -82,7 +81,7 @@ void sentence(generator& g, std::string& out) {
 }
 
 std::uint64_t hash_bytes(const std::vector<std::uint8_t>& bytes) {
-  return XXH64(bytes.data(), bytes.size(), 0);
+  return xxh64(std::as_bytes(std::span<const std::uint8_t>(bytes)));
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "training/state.hpp"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -11,14 +9,15 @@
 #include <string>
 
 #include "common/check.hpp"
+#include "common/checksum.hpp"
 
 namespace rekindle::training {
 
 namespace {
 
 constexpr std::array<char, 8> magic = {'R', 'K', 'S', 'T', 'A', 'T', 'E', '\0'};
+constexpr std::array<char, 8> trailer_magic = {'R', 'K', 'S', 'T', 'E', 'N', 'D', '\0'};
 constexpr std::size_t header_checksum_offset = 160;
-constexpr std::size_t chunk_bytes = 256 * 1024;
 
 struct field {
   std::string_view name;
@@ -49,9 +48,9 @@ constexpr std::array<field, 26> fields = {{
     {"m_offset", 112, 8},
     {"v_offset", 120, 8},
     {"total_bytes", 128, 8},
-    {"params_checksum", 136, 8},
-    {"m_checksum", 144, 8},
-    {"v_checksum", 152, 8},
+    {"trailer_offset", 136, 8},
+    {"reserved2", 144, 8},
+    {"reserved3", 152, 8},
     {"header_checksum", 160, 8},
 }};
 
@@ -83,10 +82,6 @@ status field_error(std::string_view name, const std::string& what) {
                 "field '" + std::string{name} + "' (byte offset " + std::to_string(state_field_offset(name)) + "): " + what};
 }
 
-struct xxh_state_deleter {
-  void operator()(XXH64_state_t* s) const noexcept { XXH64_freeState(s); }
-};
-
 }  // namespace
 
 std::size_t state_field_offset(std::string_view name) {
@@ -101,7 +96,8 @@ void set_state_layout(state_header& h) noexcept {
   h.params_offset = state_header_bytes;
   h.m_offset = align64(h.params_offset + h.param_count * sizeof(float));
   h.v_offset = align64(h.m_offset + h.shard_size() * sizeof(float));
-  h.total_bytes = h.v_offset + h.shard_size() * sizeof(float);
+  h.trailer_offset = align64(h.v_offset + h.shard_size() * sizeof(float));
+  h.total_bytes = h.trailer_offset + state_trailer_bytes;
 }
 
 void write_state_header(const state_header& h, std::span<std::byte> out) noexcept {
@@ -127,27 +123,14 @@ void write_state_header(const state_header& h, std::span<std::byte> out) noexcep
   put(out, "m_offset", h.m_offset);
   put(out, "v_offset", h.v_offset);
   put(out, "total_bytes", h.total_bytes);
-  put(out, "params_checksum", h.params_checksum);
-  put(out, "m_checksum", h.m_checksum);
-  put(out, "v_checksum", h.v_checksum);
-  put(out, "header_checksum", XXH64(out.data(), header_checksum_offset, 0));
+  put(out, "trailer_offset", h.trailer_offset);
+  put(out, "header_checksum", xxh64(out.first(header_checksum_offset)));
 }
 
-std::uint64_t copy_and_hash(std::span<std::byte> dst, std::span<const std::byte> src) {
-  RK_CHECK_GE(dst.size(), src.size());
-  std::unique_ptr<XXH64_state_t, xxh_state_deleter> st(XXH64_createState());
-  RK_CHECK(st != nullptr, "XXH64_createState failed");
-  XXH64_reset(st.get(), 0);
-  for (std::size_t at = 0; at < src.size(); at += chunk_bytes) {
-    const std::size_t n = std::min(chunk_bytes, src.size() - at);
-    std::memcpy(dst.data() + at, src.data() + at, n);
-    XXH64_update(st.get(), dst.data() + at, n);
-  }
-  return XXH64_digest(st.get());
-}
-
-std::uint64_t hash_of(std::span<const std::byte> bytes) noexcept {
-  return XXH64(bytes.data(), bytes.size(), 0);
+void write_state_trailer(std::uint64_t body_checksum, std::span<std::byte> out) noexcept {
+  std::memset(out.data(), 0, state_trailer_bytes);
+  std::memcpy(out.data(), trailer_magic.data(), trailer_magic.size());
+  std::memcpy(out.data() + 8, &body_checksum, sizeof body_checksum);
 }
 
 expected<state_view> parse_state(std::span<const std::byte> buf) {
@@ -165,7 +148,7 @@ expected<state_view> parse_state(std::span<const std::byte> buf) {
     return field_error("header_bytes", "header of " + std::to_string(hb) + " bytes, expected " +
                                            std::to_string(state_header_bytes));
   const std::uint64_t stored = get<std::uint64_t>(buf, "header_checksum");
-  const std::uint64_t computed = XXH64(buf.data(), header_checksum_offset, 0);
+  const std::uint64_t computed = xxh64(buf.first(header_checksum_offset));
   if (stored != computed)
     return field_error("header_checksum", "header bytes [0, " + std::to_string(header_checksum_offset) +
                                               ") hash to " + hex(computed) + " but " + hex(stored) +
@@ -188,9 +171,7 @@ expected<state_view> parse_state(std::span<const std::byte> buf) {
   h.m_offset = get<std::uint64_t>(buf, "m_offset");
   h.v_offset = get<std::uint64_t>(buf, "v_offset");
   h.total_bytes = get<std::uint64_t>(buf, "total_bytes");
-  h.params_checksum = get<std::uint64_t>(buf, "params_checksum");
-  h.m_checksum = get<std::uint64_t>(buf, "m_checksum");
-  h.v_checksum = get<std::uint64_t>(buf, "v_checksum");
+  h.trailer_offset = get<std::uint64_t>(buf, "trailer_offset");
 
   // A header that passes its checksum was written by a writer; these checks catch a writer that
   // disagrees with this reader about the layout.
@@ -216,6 +197,7 @@ expected<state_view> parse_state(std::span<const std::byte> buf) {
   for (const auto& [name, have, expect] :
        {std::tuple{"params_offset", h.params_offset, want.params_offset},
         std::tuple{"m_offset", h.m_offset, want.m_offset}, std::tuple{"v_offset", h.v_offset, want.v_offset},
+        std::tuple{"trailer_offset", h.trailer_offset, want.trailer_offset},
         std::tuple{"total_bytes", h.total_bytes, want.total_bytes}}) {
     if (have != expect)
       return field_error(name, std::to_string(have) + ", the layout puts it at " + std::to_string(expect));
@@ -229,16 +211,19 @@ expected<state_view> parse_state(std::span<const std::byte> buf) {
   view.params = buf.subspan(h.params_offset, h.param_count * sizeof(float));
   view.m = buf.subspan(h.m_offset, h.shard_size() * sizeof(float));
   view.v = buf.subspan(h.v_offset, h.shard_size() * sizeof(float));
-  for (const auto& [name, section, offset, sum] :
-       {std::tuple{"parameters", view.params, h.params_offset, h.params_checksum},
-        std::tuple{"optimizer first moments (m)", view.m, h.m_offset, h.m_checksum},
-        std::tuple{"optimizer second moments (v)", view.v, h.v_offset, h.v_checksum}}) {
-    const std::uint64_t got = hash_of(section);
-    if (got != sum)
-      return status{errc::data_loss, std::string{"section '"} + name + "' (bytes [" + std::to_string(offset) + ", " +
-                                         std::to_string(offset + section.size()) + ")) hashes to " + hex(got) +
-                                         " but the header stores " + hex(sum) + ": the data is corrupt"};
-  }
+  const auto trailer = buf.subspan(h.trailer_offset, state_trailer_bytes);
+  if (std::memcmp(trailer.data(), trailer_magic.data(), trailer_magic.size()) != 0)
+    return status{errc::data_loss, "the trailer (byte " + std::to_string(h.trailer_offset) +
+                                       ") is not \"RKSTEND\": the state is cut short or overwritten"};
+  std::uint64_t stored_body = 0;
+  std::memcpy(&stored_body, trailer.data() + 8, sizeof stored_body);
+  if (const std::uint64_t got = snapshot_checksum(buf.first(h.trailer_offset)); got != stored_body)
+    return status{errc::data_loss, "bytes [0, " + std::to_string(h.trailer_offset) + ") (header, parameters at " +
+                                       std::to_string(h.params_offset) + ", optimizer moments at " +
+                                       std::to_string(h.m_offset) + " and " + std::to_string(h.v_offset) +
+                                       ") hash to " + hex(got) + " but the trailer (byte " +
+                                       std::to_string(h.trailer_offset + 8) + ") stores " + hex(stored_body) +
+                                       ": the data is corrupt"};
   return view;
 }
 

@@ -17,31 +17,35 @@ namespace rekindle::training {
 ///   params_offset = 256   the full parameter replica, param_count floats
 ///   m_offset              AdamW first moments of the rank's shard, shard_end − shard_begin floats
 ///   v_offset              AdamW second moments of the shard, as many floats
+///   trailer_offset        trailer (64 bytes): magic "RKSTEND\0", then the snapshot_checksum
+///                         (common/checksum.hpp) of bytes [0, trailer_offset)
 ///
-/// Sections start at multiples of 64 bytes. The header ends with an xxHash64 of its first 160
-/// bytes; each section has its own xxHash64 in the header, so a corrupt byte is reported with the
-/// section and the byte range that holds it. The data cursor is the step: batches are a pure
-/// function of (seed, step, micro-batch index).
+/// Sections start at multiples of 64 bytes; the padding between them is zero. The header ends with
+/// an xxHash64 of its first 160 bytes; it holds only what is known before the export (the layout),
+/// so an export writes the buffer front to back in one pass, hashing each piece while it is in
+/// cache: the trailer's checksum and the checksum of the whole buffer (which export_state returns
+/// and the snapshot slot publishes) come out of that same pass. The data cursor is the step:
+/// batches are a pure function of (seed, step, micro-batch index).
 ///
 /// | offset | field | | offset | field |
 /// |---|---|---|---|---|
 /// | 0 | magic "RKSTATE\0" | | 80 | step |
-/// | 8 | version (u32, 1) | | 88 | seed |
+/// | 8 | version (u32, 2) | | 88 | seed |
 /// | 12 | header_bytes (u32, 256) | | 96 | data_fingerprint |
 /// | 16 | layers | | 104 | params_offset |
 /// | 20 | heads | | 112 | m_offset |
 /// | 24 | width | | 120 | v_offset |
 /// | 28 | seq_len | | 128 | total_bytes |
-/// | 32 | vocab | | 136 | params_checksum |
-/// | 36 | world_size | | 144 | m_checksum |
-/// | 40 | rank | | 152 | v_checksum |
+/// | 32 | vocab | | 136 | trailer_offset |
+/// | 36 | world_size | | 144 | reserved (0) |
+/// | 40 | rank | | 152 | reserved (0) |
 /// | 44 | reserved (0) | | 160 | header_checksum |
 /// | 48 | param_count (u64) | | | |
 /// | 56 | padded_count | | | |
 /// | 64 | shard_begin | | | |
 /// | 72 | shard_end | | | |
 struct state_header {
-  std::uint32_t version = 1;
+  std::uint32_t version = 2;
   std::uint32_t layers = 0;
   std::uint32_t heads = 0;
   std::uint32_t width = 0;
@@ -64,10 +68,8 @@ struct state_header {
   std::uint64_t params_offset = 0;
   std::uint64_t m_offset = 0;
   std::uint64_t v_offset = 0;
+  std::uint64_t trailer_offset = 0;
   std::uint64_t total_bytes = 0;
-  std::uint64_t params_checksum = 0;
-  std::uint64_t m_checksum = 0;
-  std::uint64_t v_checksum = 0;
 
   [[nodiscard]] std::uint64_t shard_size() const noexcept { return shard_end - shard_begin; }
 };
@@ -75,7 +77,9 @@ struct state_header {
 /// Size of the header in bytes.
 inline constexpr std::size_t state_header_bytes = 256;
 /// The format version this build writes and reads.
-inline constexpr std::uint32_t state_version = 1;
+inline constexpr std::uint32_t state_version = 2;
+/// Size of the trailer in bytes.
+inline constexpr std::size_t state_trailer_bytes = 64;
 
 /// Fills in the section offsets and total_bytes of `h` from param_count and the shard range.
 void set_state_layout(state_header& h) noexcept;
@@ -83,13 +87,9 @@ void set_state_layout(state_header& h) noexcept;
 /// Writes `h` (with its header checksum) into the first state_header_bytes of `out`.
 /// REQUIRES: out.size() >= state_header_bytes.
 void write_state_header(const state_header& h, std::span<std::byte> out) noexcept;
-
-/// Copies `src` to `dst` in cache-sized chunks, hashing each chunk while it is hot: one pass.
-/// Returns the xxHash64 of the bytes. REQUIRES: dst.size() >= src.size().
-[[nodiscard]] std::uint64_t copy_and_hash(std::span<std::byte> dst, std::span<const std::byte> src);
-
-/// xxHash64 of `bytes` (seed 0).
-[[nodiscard]] std::uint64_t hash_of(std::span<const std::byte> bytes) noexcept;
+/// Writes the trailer with `body_checksum` (the snapshot_checksum of the bytes before it) into the
+/// first state_trailer_bytes of `out`. REQUIRES: out.size() >= state_trailer_bytes.
+void write_state_trailer(std::uint64_t body_checksum, std::span<std::byte> out) noexcept;
 
 /// A checked state buffer: its header and its three sections.
 struct state_view {
@@ -100,9 +100,9 @@ struct state_view {
 };
 
 /// Checks a state buffer and returns its parts. Errors (errc::data_loss) name the field and its
-/// byte offset, or the section and its byte range: a short buffer, a wrong magic or version, a
-/// header that fails its checksum, sizes or shard ranges that contradict each other, a section
-/// that fails its checksum.
+/// byte offset, or the byte range: a short buffer, a wrong magic or version, a header that fails
+/// its checksum, sizes or shard ranges that contradict each other, a trailer that is not one, and
+/// bytes that fail the trailer's checksum.
 [[nodiscard]] expected<state_view> parse_state(std::span<const std::byte> buffer);
 
 /// The byte offset of a header field by name ("width" → 24), for messages and tests.

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <string>
 
+#include "common/checksum.hpp"
 #include "kernels/layout.hpp"
 #include "kernels/optimizer.hpp"
 #include "training/data.hpp"
@@ -210,34 +211,41 @@ class data_parallel_task final : public training_task {
     return h.total_bytes;
   }
 
-  status export_state(std::span<std::byte> out) override {
-    state_header h = header();
+  expected<std::uint64_t> export_state(std::span<std::byte> out) override {
+    const state_header h = header();
     if (out.size() < h.total_bytes)
       return status{errc::invalid_argument, "export needs " + std::to_string(h.total_bytes) +
                                                 " bytes, the buffer holds " + std::to_string(out.size())};
-    const auto section = [&](std::uint64_t offset, std::size_t floats) {
-      return out.subspan(offset, floats * sizeof(float));
+    // Front to back in one pass: each piece is hashed right after it is written, while in cache.
+    snapshot_checksum_stream sum;
+    write_state_header(h, out);
+    sum.update(out.first(state_header_bytes));
+    std::uint64_t at = state_header_bytes;
+    const auto section = [&](std::uint64_t offset, std::span<const float> floats) {
+      // Zero padding up to the section, then the section.
+      std::memset(out.data() + at, 0, offset - at);
+      sum.update(out.subspan(at, offset - at));
+      copy_and_checksum(out.subspan(offset, floats.size_bytes()), std::as_bytes(floats), sum);
+      at = offset + floats.size_bytes();
     };
     if (backend_->host_memory()) {
-      h.params_checksum = copy_and_hash(section(h.params_offset, params_count_),
-                                        std::as_bytes(std::span<const float>(params_.data(), params_count_)));
-      h.m_checksum = copy_and_hash(section(h.m_offset, shard_), std::as_bytes(std::span<const float>(m_.data(), shard_)));
-      h.v_checksum = copy_and_hash(section(h.v_offset, shard_), std::as_bytes(std::span<const float>(v_.data(), shard_)));
+      section(h.params_offset, std::span<const float>(params_.data(), params_count_));
+      section(h.m_offset, std::span<const float>(m_.data(), shard_));
+      section(h.v_offset, std::span<const float>(v_.data(), shard_));
     } else {
       RK_RETURN_IF_ERROR(backend_->download(params_, 0, std::span<float>(host_params_).first(params_count_)));
-      h.params_checksum = copy_and_hash(section(h.params_offset, params_count_),
-                                        std::as_bytes(std::span<const float>(host_params_).first(params_count_)));
+      section(h.params_offset, std::span<const float>(host_params_).first(params_count_));
       RK_RETURN_IF_ERROR(backend_->download(m_, 0, host_shard_));
-      h.m_checksum = copy_and_hash(section(h.m_offset, shard_), std::as_bytes(std::span<const float>(host_shard_)));
+      section(h.m_offset, host_shard_);
       RK_RETURN_IF_ERROR(backend_->download(v_, 0, host_shard_));
-      h.v_checksum = copy_and_hash(section(h.v_offset, shard_), std::as_bytes(std::span<const float>(host_shard_)));
+      section(h.v_offset, host_shard_);
     }
-    // Padding between sections is zero, so equal states give equal bytes.
-    std::memset(out.data() + h.params_offset + params_count_ * sizeof(float), 0,
-                h.m_offset - h.params_offset - params_count_ * sizeof(float));
-    std::memset(out.data() + h.m_offset + shard_ * sizeof(float), 0, h.v_offset - h.m_offset - shard_ * sizeof(float));
-    write_state_header(h, out);
-    return {};
+    std::memset(out.data() + at, 0, h.trailer_offset - at);
+    sum.update(out.subspan(at, h.trailer_offset - at));
+    const auto trailer = out.subspan(h.trailer_offset, state_trailer_bytes);
+    write_state_trailer(sum.digest(), trailer);
+    sum.update(trailer);
+    return sum.digest();
   }
 
   status import_state(std::span<const std::span<const std::byte>> buffers) override {
@@ -259,12 +267,14 @@ class data_parallel_task final : public training_task {
         return mismatch_between(i, "step", h.step, first.step);
       if (h.world_size != first.world_size)
         return mismatch_between(i, "world_size", h.world_size, first.world_size);
-      if (h.params_checksum != first.params_checksum)
+      const auto& params = views[i].params;
+      const auto& first_params = views.front().params;
+      if (params.size() != first_params.size() || std::memcmp(params.data(), first_params.data(), params.size()) != 0)
         return status{errc::invalid_argument, "state buffers " + std::to_string(i) +
-                                                  " and 0 hold different parameters (field 'params_checksum', byte "
-                                                  "offset " +
-                                                  std::to_string(state_field_offset("params_checksum")) +
-                                                  "): they are not from the same step of one job"};
+                                                  " and 0 hold different parameters (bytes [" +
+                                                  std::to_string(h.params_offset) + ", " +
+                                                  std::to_string(h.params_offset + params.size()) +
+                                                  ")): they are not from the same step of one job"};
     }
 
     // Which old shards cover the new one.

@@ -82,8 +82,11 @@ class training_task {
   /// Exact size of the exported state in bytes, known before exporting.
   [[nodiscard]] virtual std::size_t state_size() const noexcept = 0;
   /// Writes the complete state of this rank (parameters, optimizer shard and its range, step,
-  /// world size, shape; see state.hpp) into `out` in one pass. REQUIRES: out.size() >= state_size().
-  [[nodiscard]] virtual status export_state(std::span<std::byte> out) = 0;
+  /// world size, shape; see state.hpp) into `out` in one pass, and returns the snapshot_checksum
+  /// (common/checksum.hpp) of the state_size() bytes it wrote, computed in that pass: what a
+  /// snapshot slot publishes without reading the state again. Errors: invalid_argument when `out`
+  /// is smaller than state_size(); a GPU's copy error.
+  [[nodiscard]] virtual expected<std::uint64_t> export_state(std::span<std::byte> out) = 0;
   /// Restores a state exported by ranks of this job. Pass this rank's own buffer (same world
   /// size), or the buffers of all ranks of the old world in any order: with a different world
   /// size the optimizer moments of the new shard are assembled from the overlapping old shards.

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "storage/shard_file.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace rekindle::storage {
@@ -52,12 +52,12 @@ TEST_F(shard_fixture, a_written_shard_reads_back_verified) {
   auto info = write_shard(dir.path(), name, step_t{42}, rank_id{3}, data);
   ASSERT_TRUE(info.has_value()) << info.to_status();
   EXPECT_EQ(info->size, data.size());
-  EXPECT_EQ(info->checksum, xxh64(data));
+  EXPECT_EQ(info->checksum, snapshot_checksum(data));
   EXPECT_EQ(files_in(dir.path()), std::vector<std::string>{name}) << "no temporary file is left";
   EXPECT_EQ(fs::file_size(file()), shard_header_bytes + data.size());
 
   std::vector<std::byte> back;
-  auto read = read_shard(file(), back, shard_expectation{step_t{42}, rank_id{3}, data.size(), xxh64(data)});
+  auto read = read_shard(file(), back, shard_expectation{step_t{42}, rank_id{3}, data.size(), snapshot_checksum(data)});
   ASSERT_TRUE(read.has_value()) << read.to_status();
   EXPECT_EQ(*read, *info);
   EXPECT_EQ(back, data);

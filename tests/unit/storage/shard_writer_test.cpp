@@ -7,7 +7,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace rekindle::storage {
@@ -40,7 +40,7 @@ struct collector {
 };
 
 shard_job job_for(const std::filesystem::path& dir, std::uint64_t step, std::uint32_t rank, std::vector<std::byte> p) {
-  const auto sum = xxh64(p);
+  const auto sum = snapshot_checksum(p);
   return shard_job{dir, step_t{step}, rank_id{rank}, std::move(p), sum};
 }
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace rekindle::storage {
@@ -155,7 +155,7 @@ TEST_F(slot_fixture, a_published_snapshot_reads_back_verified) {
   ASSERT_TRUE(v.has_value()) << v.to_status();
   EXPECT_EQ(v->step, step_t{7});
   EXPECT_EQ(bytes_of(v->data), a);
-  EXPECT_EQ(v->checksum, xxh64(a));
+  EXPECT_EQ(v->checksum, snapshot_checksum(a));
   EXPECT_EQ(v->generation, 1u);
   EXPECT_TRUE(reader->still_valid(*v));
 

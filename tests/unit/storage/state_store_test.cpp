@@ -7,7 +7,7 @@
 #include <set>
 #include <thread>
 
-#include "storage/checksum.hpp"
+#include "common/checksum.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/wait.hpp"
 

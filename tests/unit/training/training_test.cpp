@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "common/checksum.hpp"
 #include "kernels/optimizer.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/thread_communicator.hpp"
+#include "common/checksum.hpp"
 #include "training/state.hpp"
 
 namespace rekindle::training {
@@ -93,8 +95,9 @@ std::vector<rank_run> train(const config::spec& spec, const run_args& args) {
       run.losses.push_back(res->loss);
     }
     run.state.resize((*task)->state_size());
-    const status s = (*task)->export_state(run.state);
-    ASSERT_TRUE(s.ok()) << s;
+    const auto sum = (*task)->export_state(run.state);
+    ASSERT_TRUE(sum.has_value()) << sum.error();
+    EXPECT_EQ(*sum, snapshot_checksum(run.state)) << "the export's checksum is that of the bytes it wrote";
   });
   return runs;
 }
@@ -270,27 +273,34 @@ TEST_F(state_errors, a_valid_set_imports) {
   EXPECT_TRUE(import_into({saved_[0]}).ok());
 }
 
-TEST_F(state_errors, a_corrupt_parameter_byte_names_the_section_and_its_bytes) {
+TEST_F(state_errors, a_corrupt_parameter_byte_fails_the_trailers_checksum_which_names_the_range) {
   auto bad = saved_;
   const auto view = parse_state(bad[1]);
   ASSERT_TRUE(view.has_value());
-  const std::size_t at = view->header.params_offset + 1000;
-  bad[1][at] ^= std::byte{0x10};
+  bad[1][view->header.params_offset + 1000] ^= std::byte{0x10};
   const status s = import_into(bad);
   EXPECT_EQ(s.code(), errc::data_loss) << s;
-  const std::string range = "bytes [" + std::to_string(view->header.params_offset) + ", " +
-                            std::to_string(view->header.params_offset + view->header.param_count * 4) + ")";
-  EXPECT_NE(s.message().find("state buffer 1: section 'parameters' (" + range), std::string::npos) << s;
+  const auto trailer = std::to_string(view->header.trailer_offset);
+  EXPECT_NE(s.message().find("state buffer 1: bytes [0, " + trailer + ") (header, parameters at 256"), std::string::npos)
+      << s;
+  EXPECT_NE(s.message().find("but the trailer (byte " + std::to_string(view->header.trailer_offset + 8) + ") stores"),
+            std::string::npos)
+      << s;
 }
 
-TEST_F(state_errors, a_corrupt_moment_byte_names_its_section) {
+TEST_F(state_errors, a_corrupt_moment_byte_or_a_cut_trailer_is_found) {
   auto bad = saved_;
   const auto view = parse_state(bad[0]);
   ASSERT_TRUE(view.has_value());
   bad[0][view->header.v_offset + 7] ^= std::byte{1};
-  const status s = import_into({bad[0]});
+  status s = import_into({bad[0]});
   EXPECT_EQ(s.code(), errc::data_loss);
-  EXPECT_NE(s.message().find("section 'optimizer second moments (v)' (bytes [" + std::to_string(view->header.v_offset)),
+  EXPECT_NE(s.message().find("the data is corrupt"), std::string::npos) << s;
+  bad = saved_;
+  bad[0][view->header.trailer_offset + 3] = std::byte{'x'};
+  s = import_into({bad[0]});
+  EXPECT_EQ(s.code(), errc::data_loss);
+  EXPECT_NE(s.message().find("the trailer (byte " + std::to_string(view->header.trailer_offset) + ") is not"),
             std::string::npos)
       << s;
 }
@@ -356,7 +366,7 @@ TEST(training, creation_errors_are_precise) {
   auto ok = make_training_task(tiny_spec(), 0, 2, group.rank(0), cpu_options());
   ASSERT_TRUE(ok.has_value());
   bytes small((*ok)->state_size() - 1);
-  EXPECT_EQ((*ok)->export_state(small).code(), errc::invalid_argument);
+  EXPECT_EQ((*ok)->export_state(small).to_status().code(), errc::invalid_argument);
 }
 
 TEST(training, a_survivor_rebinds_and_a_standby_takes_over_a_rank_bitwise_identically) {
@@ -372,7 +382,7 @@ TEST(training, a_survivor_rebinds_and_a_standby_takes_over_a_rank_bitwise_identi
     for (int i = 0; i < 4; ++i)
       ASSERT_TRUE((*task)->step().has_value());
     saved[static_cast<std::size_t>(r)].resize((*task)->state_size());
-    ASSERT_TRUE((*task)->export_state(saved[static_cast<std::size_t>(r)]).ok());
+    ASSERT_TRUE((*task)->export_state(saved[static_cast<std::size_t>(r)]).has_value());
     tasks[static_cast<std::size_t>(r)] = std::move(*task);
   });
   ASSERT_TRUE(tasks[0] && tasks[1]);
@@ -410,7 +420,7 @@ TEST(training, a_survivor_rebinds_and_a_standby_takes_over_a_rank_bitwise_identi
       losses[static_cast<std::size_t>(r)].push_back(res->loss);
     }
     final_state[static_cast<std::size_t>(r)].resize(task.state_size());
-    ASSERT_TRUE(task.export_state(final_state[static_cast<std::size_t>(r)]).ok());
+    ASSERT_TRUE(task.export_state(final_state[static_cast<std::size_t>(r)]).has_value());
   });
   EXPECT_EQ(losses[0], std::vector<double>(straight[0].losses.begin() + 4, straight[0].losses.end()));
   EXPECT_EQ(losses[1], losses[0]);
