@@ -68,7 +68,7 @@ admin_client::~admin_client() {
 expected<admin_reply> admin_client::call(const std::string& command, const std::vector<std::string>& args,
                                          std::chrono::nanoseconds timeout) {
   const auto id = next_id_++;
-  bridge_->send(supervisor_, "shell", "supervisor", epoch_t{0}, caf::make_message(admin_request{id, command, args}));
+  bridge_->send(supervisor_, "shell", "supervisor", admin_request{id, command, args});
   std::optional<admin_reply> reply;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!reply && std::chrono::steady_clock::now() < deadline) {

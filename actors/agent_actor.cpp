@@ -27,14 +27,16 @@ std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
 agent_actor::agent_actor(caf::actor_config& cfg, node_context* ctx, caf::actor checkpoint)
     : caf::event_based_actor(cfg), ctx_(ctx), checkpoint_(std::move(checkpoint)) {}
 
-void agent_actor::to_supervisor(epoch_t epoch, const caf::message& msg) {
-  if (!ctx_->supervisor->send("agent", epoch, msg))
-    spdlog::debug("agent: supervisor not connected; dropped {}", msg.content().stringify());
+template <class T>
+void agent_actor::to_supervisor(const T& msg) {
+  if (!ctx_->supervisor->send("agent", msg))
+    spdlog::debug("agent: supervisor not connected; dropped {}", caf::deep_to_string(msg));
 }
 
-void agent_actor::to_worker(const worker& w, epoch_t epoch, const caf::message& msg) {
+template <class T>
+void agent_actor::to_worker(const worker& w, const T& msg) {
   if (w.peer)
-    ctx_->transport->send(*w.peer, "agent", "worker", epoch, msg);
+    ctx_->transport->send(*w.peer, "agent", "worker", msg);
 }
 
 agent_actor::worker* agent_actor::by_peer(transport::peer_id peer) {
@@ -74,8 +76,8 @@ void agent_actor::on_supervisor_up(transport::peer_id peer) {
   connecting_ = false;
   ctx_->supervisor->set(peer);
   spdlog::info("agent connected to the supervisor node={}", ctx_->node_name());
-  to_supervisor(epoch_t{0}, caf::make_message(node_hello{ctx_->node, ctx_->node_name(), ctx_->address,
-                                                         static_cast<std::uint32_t>(getpid())}));
+  to_supervisor(node_hello{ctx_->node, ctx_->node_name(), ctx_->address,
+                                                         static_cast<std::uint32_t>(getpid())});
   caf::anon_send(checkpoint_, connect_atom::value);  // re-report what it holds
 }
 
@@ -124,8 +126,8 @@ caf::behavior agent_actor::make_behavior() {
           return;  // it exited meanwhile (its exit was reported) or is no longer a rank
         auto& w = it->second;
         spdlog::warn("worker unreachable local={} rank={}: {}", w.local_index, w.rank->value(), reason);
-        to_supervisor(w.epoch, caf::make_message(rank_trouble{w.epoch, *w.rank, ctx_->node, true,
-                                                              "connection to its worker lost: " + reason}));
+        to_supervisor(rank_trouble{w.epoch, *w.rank, ctx_->node, true,
+                                                              "connection to its worker lost: " + reason});
       },
       // ---- from workers ----
       [this](const envelope& from, const worker_hello& h) {
@@ -152,10 +154,10 @@ caf::behavior agent_actor::make_behavior() {
           w->reported_unresponsive = false;
         }
       },
-      [this](const envelope&, const rank_ready& r) { to_supervisor(r.epoch, caf::make_message(r)); },
-      [this](const envelope&, const rank_restored& r) { to_supervisor(r.epoch, caf::make_message(r)); },
-      [this](const envelope&, const rank_trouble& t) { to_supervisor(t.epoch, caf::make_message(t)); },
-      [this](const envelope&, const restore_failed& f) { to_supervisor(f.epoch, caf::make_message(f)); },
+      [this](const envelope&, const rank_ready& r) { to_supervisor(r); },
+      [this](const envelope&, const rank_restored& r) { to_supervisor(r); },
+      [this](const envelope&, const rank_trouble& t) { to_supervisor(t); },
+      [this](const envelope&, const restore_failed& f) { to_supervisor(f); },
       [this](const envelope&, const progress_report& p) {
         if (p.epoch == epoch_)
           trained_epoch_ = epoch_;
@@ -170,17 +172,16 @@ caf::behavior agent_actor::make_behavior() {
         if (a.epoch > epoch_)
           epoch_ = a.epoch;
         started_.reset();
+        forget_stale_progress();
         for (auto& [i, w] : workers_)
-          to_worker(w, epoch_t{0}, caf::make_message(a));
+          to_worker(w, a);
       },
       [this](const envelope&, const start_training& s) {
-        if (s.epoch != epoch_)
-          return;
         started_ = s;
         started_at_ = ctx_->time->now();
         for (auto& [i, w] : workers_)
           if (w.epoch == s.epoch && w.rank && !w.retiring)
-            to_worker(w, s.epoch, caf::make_message(s));
+            to_worker(w, s);
       },
       // The node's checkpoint actor pins it in the slots and replicas (the workers only write).
       [this](const envelope&, const snapshot_committed& c) { caf::anon_send(checkpoint_, c); },
@@ -194,7 +195,7 @@ caf::behavior agent_actor::make_behavior() {
       [this](const envelope&, const drill_request& d) {
         if (auto* w = by_rank(d.rank)) {
           spdlog::warn("agent: fault drill on rank={} pid={}: {} (factor {})", d.rank.value(), w->pid, d.kind, d.factor);
-          to_worker(*w, epoch_t{0}, caf::make_message(d));
+          to_worker(*w, d);
         }
       },
       [this](const envelope&, const partition_request& p) {
@@ -204,8 +205,7 @@ caf::behavior agent_actor::make_behavior() {
         // ring reaches the other node; its ranks wait on them in turn).
         for (auto& [i, w] : workers_)
           if (w.rank && !w.retiring)
-            to_worker(w, epoch_t{0},
-                      caf::make_message(drill_request{*w.rank, "stall", static_cast<double>(p.duration_ns) / 1e9}));
+            to_worker(w, drill_request{w.epoch, *w.rank, "stall", static_cast<double>(p.duration_ns) / 1e9});
       },
       [this](const envelope&, const fail_node& f) {
         spdlog::warn("agent: node fault drill ({}): this daemon dies now", f.reason);
@@ -215,7 +215,7 @@ caf::behavior agent_actor::make_behavior() {
         finished_ = true;
         spdlog::info("agent: job {} {}", j.state, j.reason);
         for (auto& [i, w] : workers_) {
-          to_worker(w, epoch_t{0}, caf::make_message(j));
+          to_worker(w, j);
           w.retiring = true;
         }
         if (standby_)
@@ -246,7 +246,7 @@ caf::behavior agent_actor::make_behavior() {
           spdlog::info("worker exited local={} pid={} rank={} {}{}", w.local_index, w.pid,
                        w.rank ? std::to_string(w.rank->value()) : "-", detail, failure ? "" : " (expected)");
           if (failure)
-            to_supervisor(w.epoch, caf::make_message(rank_exited{w.epoch, *w.rank, ctx_->node, code, sig, detail, c.at_ns}));
+            to_supervisor(rank_exited{w.epoch, *w.rank, ctx_->node, code, sig, detail, c.at_ns});
           workers_.erase(it);
           return;
         }
@@ -262,12 +262,11 @@ caf::behavior agent_actor::make_behavior() {
 }
 
 void agent_actor::apply(const assign_ranks& a) {
-  if (a.epoch < epoch_)
-    return;
   epoch_ = a.epoch;
   world_ = a.world;
   ctx_->transport->set_epoch(a.epoch);
   started_.reset();
+  forget_stale_progress();
   assignment_.clear();
   for (const auto& r : a.ranks)
     assignment_[r.local_index] = r;
@@ -295,9 +294,9 @@ void agent_actor::assign_worker(worker& w) {
   w.rank = a->second.rank;
   w.epoch = epoch_;
   w.world = world_;
-  to_worker(w, epoch_, caf::make_message(worker_assignment{epoch_, a->second.rank, world_}));
+  to_worker(w, worker_assignment{epoch_, a->second.rank, world_});
   if (started_)
-    to_worker(w, epoch_, caf::make_message(*started_));
+    to_worker(w, *started_);
 }
 
 void agent_actor::stop_worker(worker& w, int signal, const std::string& why) {
@@ -315,7 +314,7 @@ void agent_actor::spawn_worker(std::uint32_t local_index) {
     w.last_heartbeat = ctx_->time->now();
     auto& placed = workers_[local_index] = w;
     spdlog::info("agent activates standby pid={} as local rank {} epoch={}", placed.pid, local_index, epoch_.value());
-    to_worker(placed, epoch_t{0}, caf::make_message(worker_activate{local_index}));
+    to_worker(placed, worker_activate{local_index});
     assign_worker(placed);
     return;
   }
@@ -370,10 +369,15 @@ std::int32_t agent_actor::fork_worker(std::optional<std::uint32_t> local_index) 
   return *pid;
 }
 
+void agent_actor::forget_stale_progress() {
+  // A batch holds one epoch's reports: those of an older one would be dropped as stale anyway.
+  std::erase_if(progress_, [&](const progress_report& p) { return p.epoch < epoch_; });
+}
+
 void agent_actor::flush_progress() {
   if (progress_.empty())
     return;
-  to_supervisor(epoch_, caf::make_message(progress_batch{ctx_->node, std::move(progress_)}));
+  to_supervisor(progress_batch{epoch_, ctx_->node, std::move(progress_)});
   progress_.clear();
 }
 
@@ -381,7 +385,7 @@ void agent_actor::tick() {
   flush_progress();
   ensure_standby();
   if (ctx_->supervisor->peer())
-    to_supervisor(epoch_t{0}, caf::make_message(node_heartbeat{ctx_->node, ++heartbeat_seq_, standby_ && standby_->peer}));
+    to_supervisor(node_heartbeat{ctx_->node, ++heartbeat_seq_, standby_ && standby_->peer});
   const auto now = ctx_->time->now();
   // A tick long after the last one: this process was not running (paused, or the machine was);
   // the workers' silence in the meantime says nothing about them.
@@ -399,8 +403,8 @@ void agent_actor::tick() {
       w.reported_unresponsive = true;
       const auto silent = format_duration(now - w.last_heartbeat);
       spdlog::warn("worker unresponsive local={} rank={} silent for {}", i, w.rank->value(), silent);
-      to_supervisor(w.epoch, caf::make_message(rank_trouble{w.epoch, *w.rank, ctx_->node, true,
-                                                            "no heartbeat for " + silent}));
+      to_supervisor(rank_trouble{w.epoch, *w.rank, ctx_->node, true,
+                                                            "no heartbeat for " + silent});
     }
   }
 }

@@ -49,6 +49,7 @@ class agent_actor : public caf::event_based_actor {
   void on_supervisor_up(transport::peer_id peer);
   void tick();
   void flush_progress();
+  void forget_stale_progress();
   void apply(const assign_ranks& a);
   void spawn_worker(std::uint32_t local_index);
   /// Starts a worker process for `local_index`, or a standby without one; returns its pid or -1.
@@ -57,8 +58,10 @@ class agent_actor : public caf::event_based_actor {
   void ensure_standby();
   void assign_worker(worker& w);
   void stop_worker(worker& w, int signal, const std::string& why);
-  void to_supervisor(epoch_t epoch, const caf::message& msg);
-  void to_worker(const worker& w, epoch_t epoch, const caf::message& msg);
+  template <class T>
+  void to_supervisor(const T& msg);
+  template <class T>
+  void to_worker(const worker& w, const T& msg);
   worker* by_peer(transport::peer_id peer);
   /// When tick() last ran: a long gap means this process did not run, not that workers were silent.
   std::optional<clock::time_point> last_tick_;

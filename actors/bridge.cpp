@@ -76,8 +76,8 @@ void bridge::cut_off(node_id node, std::chrono::nanoseconds duration) {
 
 void bridge::close(transport::peer_id peer) { messenger_->close(peer); }
 
-void bridge::send(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,
-                  const caf::message& msg) {
+void bridge::send_message(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t stamp,
+                          const caf::message& msg) {
   std::vector<char> buf;
   caf::binary_serializer sink{system_, buf};
   if (auto err = sink(const_cast<caf::message&>(msg)); err || buf.empty()) {
@@ -86,7 +86,7 @@ void bridge::send(transport::peer_id peer, const std::string& from, const std::s
   }
   transport::frame f;
   f.header.type = type_message;
-  f.header.epoch = epoch.value();
+  f.header.epoch = stamp.value();
   f.header.src_actor = from;
   f.header.dst_actor = to;
   std::vector<std::byte> payload(buf.size());
@@ -95,9 +95,9 @@ void bridge::send(transport::peer_id peer, const std::string& from, const std::s
   messenger_->send(peer, std::move(f));
 }
 
-void bridge::send_bulk(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,
-                       const caf::message& header, const transport::shared_bytes& payload,
-                       std::function<void(status)> done) {
+void bridge::send_bulk_message(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t stamp,
+                               const caf::message& header, const transport::shared_bytes& payload,
+                               std::function<void(status)> done) {
   std::vector<char> buf;
   caf::binary_serializer sink{system_, buf};
   if (auto err = sink(const_cast<caf::message&>(header)); err || buf.empty()) {
@@ -114,7 +114,7 @@ void bridge::send_bulk(transport::peer_id peer, const std::string& from, const s
     std::memcpy(body.data() + 4 + buf.size(), payload.data(), payload.size());
   transport::frame f;
   f.header.type = type_bulk;
-  f.header.epoch = epoch.value();
+  f.header.epoch = stamp.value();
   f.header.src_actor = from;
   f.header.dst_actor = to;
   f.payload = transport::shared_bytes{std::move(body)};
@@ -122,12 +122,6 @@ void bridge::send_bulk(transport::peer_id peer, const std::string& from, const s
 }
 
 void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
-  if (f.header.epoch != 0 && f.header.epoch < epoch_.load()) {
-    messenger_->count_drop(transport::drop_reason::stale_epoch);
-    spdlog::debug("stale frame dropped from={} actor={} epoch={} current={}", from.name, f.header.dst_actor,
-                  f.header.epoch, epoch_.load());
-    return;
-  }
   caf::actor target;
   {
     std::lock_guard lock{mutex_};
@@ -164,6 +158,13 @@ void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
   if (auto err = source(msg); err || msg.empty()) {
     undeliverable_.fetch_add(1);
     spdlog::warn("undecodable message for '{}' from {} dropped: {}", f.header.dst_actor, from.name, system_.render(err));
+    return;
+  }
+  // The fence: a message of an older epoch is never delivered.
+  if (const auto e = fenced_epoch(msg); e && e->value() < epoch_.load()) {
+    messenger_->count_drop(transport::drop_reason::stale_epoch);
+    spdlog::debug("stale {} dropped from={} epoch={} current={}", msg.content().stringify().substr(0, 40), from.name,
+                  e->value(), epoch_.load());
     return;
   }
   auto full = caf::make_message(std::move(env));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/expected.hpp"
+#include "actors/messages.hpp"
 #include "common/ids.hpp"
 #include "transport/messenger.hpp"
 
@@ -24,7 +25,7 @@ struct envelope {
   node_id node;
   /// The sending actor's name, for replies.
   std::string actor;
-  /// The epoch the frame was stamped with (0: not fenced).
+  /// The epoch the frame was stamped with: a fenced message's own epoch (0 for other messages).
   epoch_t epoch;
   /// 1: admin, 2: readonly (transport::peer_role).
   std::uint8_t role = 1;
@@ -62,11 +63,13 @@ void register_bridge_types(caf::actor_system_config& cfg);
 /// the transport.
 ///
 /// A message to (peer, actor name) is serialised with CAF's binary serializer into a frame whose
-/// header names both actors and carries the epoch; the receiving bridge checks the frame (the
-/// messenger already checked its integrity and the sender's token), drops it when its epoch is
-/// older than the newest one this process has seen (`set_epoch`; counted as stale), deserialises
-/// it and delivers `envelope` + the message to the local actor exposed under that name. Bulk
-/// payloads (snapshots) travel next to a small header message, never through CAF serialisation.
+/// header names both actors and carries the message's stamp: its epoch when its type is fenced
+/// (`fenced<T>`, messages.hpp), none otherwise. The receiving bridge checks the frame (the
+/// messenger already checked its integrity and the sender's token), deserialises it, drops a
+/// fenced message stamped older than the newest epoch this process has seen (`set_epoch`; counted
+/// as stale), and delivers `envelope` + the message to the local actor exposed under that name.
+/// This is the one fence: actors do not check epochs again. Bulk payloads (snapshots) travel next
+/// to a small header message, never through CAF serialisation.
 ///
 /// Thread-safety: every method may be called from any thread, including actors.
 class bridge {
@@ -81,14 +84,18 @@ class bridge {
   /// `a` receives a peer_event for every peer that comes up or goes down.
   void watch_peers(caf::actor a);
 
-  /// Sends `msg` from local actor `from` to actor `to` in process `peer`. Epoch 0: not fenced.
-  void send(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,
-            const caf::message& msg);
+  /// Sends `msg` from local actor `from` to actor `to` in process `peer`, stamped as its type says.
+  template <class T>
+  void send(transport::peer_id peer, const std::string& from, const std::string& to, const T& msg) {
+    send_message(peer, from, to, stamp_of(msg), caf::make_message(msg));
+  }
   /// As send, with `payload` delivered as bulk_payload after the envelope; `done` (optional)
   /// learns when the payload has left.
-  void send_bulk(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t epoch,
-                 const caf::message& header, const transport::shared_bytes& payload,
-                 std::function<void(status)> done = {});
+  template <class T>
+  void send_bulk(transport::peer_id peer, const std::string& from, const std::string& to, const T& header,
+                 const transport::shared_bytes& payload, std::function<void(status)> done = {}) {
+    send_bulk_message(peer, from, to, stamp_of(header), caf::make_message(header), payload, std::move(done));
+  }
 
   /// Connects to the daemon at host:port; the peer comes up in watchers as well.
   void connect(const std::string& host, std::uint16_t port, std::function<void(expected<transport::peer_info>)> done);
@@ -98,7 +105,7 @@ class bridge {
   /// Partition drill: traffic with the processes of `node` is dropped for `duration`.
   void cut_off(node_id node, std::chrono::nanoseconds duration);
 
-  /// Frames stamped with an older epoch are dropped from now on. Only ever moves forward.
+  /// Fenced messages stamped with an older epoch are dropped from now on. Only ever moves forward.
   void set_epoch(epoch_t e) noexcept;
   [[nodiscard]] epoch_t epoch() const noexcept { return epoch_t{epoch_.load()}; }
 
@@ -112,6 +119,11 @@ class bridge {
 
  private:
   explicit bridge(caf::actor_system& sys);
+  void send_message(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t stamp,
+                    const caf::message& msg);
+  void send_bulk_message(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t stamp,
+                         const caf::message& header, const transport::shared_bytes& payload,
+                         std::function<void(status)> done);
   void on_frame(const transport::peer_info& from, transport::frame&& f);
   void on_peer(const transport::peer_info& p, bool up, const std::string& reason);
 

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
 #include "common/checksum.hpp"
 
@@ -101,10 +102,8 @@ caf::behavior checkpoint_actor::make_behavior() {
         if (const auto n = std::exchange(skipped_[s.local_index], 0); n >= long_wait)
           spdlog::info("rank {}: snapshots go on after {} skipped", s.rank.value(), n);
         for (const auto& d : s.dropped)
-          ctx_->supervisor->send("checkpoint", d.epoch,
-                                 caf::make_message(snapshot_dropped{d.epoch, d.rank, d.step, ctx_->node, 0}));
-        ctx_->supervisor->send("checkpoint", s.epoch,
-                               caf::make_message(snapshot_held{s.epoch, s.rank, s.step, ctx_->node, 0}));
+          ctx_->supervisor->send("checkpoint", snapshot_dropped{d.epoch, d.rank, d.step, ctx_->node, 0});
+        ctx_->supervisor->send("checkpoint", snapshot_held{s.epoch, s.rank, s.step, ctx_->node, 0});
         replicate(s.local_index, {s.epoch, s.rank, s.step});
       },
       [this](const envelope&, const snapshot_skipped& s) {
@@ -133,11 +132,9 @@ caf::behavior checkpoint_actor::make_behavior() {
         replicas_.push_back({tag, h.checksum, p.bytes});
         for (const auto& gone : window_.add(tag)) {
           std::erase_if(replicas_, [&](const replica& x) { return x.tag == gone; });
-          ctx_->supervisor->send("checkpoint", gone.epoch,
-                                 caf::make_message(snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, 1}));
+          ctx_->supervisor->send("checkpoint", snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, 1});
         }
-        ctx_->supervisor->send("checkpoint", h.epoch,
-                               caf::make_message(snapshot_held{h.epoch, h.rank, h.step, ctx_->node, 1}));
+        ctx_->supervisor->send("checkpoint", snapshot_held{h.epoch, h.rank, h.step, ctx_->node, 1});
       },
       [this](const envelope& from, const state_request& r) {
         if (r.holder == ctx_->node)
@@ -153,7 +150,7 @@ caf::behavior checkpoint_actor::make_behavior() {
         forwarded_.erase(it);
         state_reply out = r;
         out.id = f.requester_id;
-        ctx_->transport->send_bulk(f.requester, "checkpoint", f.requester_actor, epoch_t{0}, caf::make_message(out), p.bytes);
+        ctx_->transport->send_bulk(f.requester, "checkpoint", f.requester_actor, out, p.bytes);
       },
       [this](const envelope&, const state_reply& r) {
         auto it = forwarded_.find(r.id);
@@ -175,6 +172,8 @@ caf::behavior checkpoint_actor::make_behavior() {
       [this](const snapshot_committed& c) {
         // Pinned where the custody rule reads it: no slot and no replica window loses it now.
         const policy::custody_pin pin{c.epoch, c.step};
+        if (const auto was = window_.pinned(); std::tie(pin.epoch, pin.step) <= std::tie(was.epoch, was.step))
+          return;  // the pin only moves forward
         window_.pin(pin);
         for (auto& slot : slots_)
           slot.pin(pin);
@@ -193,10 +192,9 @@ void checkpoint_actor::report_all() {
   for (const auto& slot : slots_)
     for (const auto& h : slot.halves())
       if (h)
-        ctx_->supervisor->send("checkpoint", h->epoch,
-                               caf::make_message(snapshot_held{h->epoch, h->rank, h->step, ctx_->node, 0}));
+        ctx_->supervisor->send("checkpoint", snapshot_held{h->epoch, h->rank, h->step, ctx_->node, 0});
   for (const auto& r : window_.all())
-    ctx_->supervisor->send("checkpoint", r.epoch, caf::make_message(snapshot_held{r.epoch, r.rank, r.step, ctx_->node, 1}));
+    ctx_->supervisor->send("checkpoint", snapshot_held{r.epoch, r.rank, r.step, ctx_->node, 1});
 }
 
 void checkpoint_actor::with_peer(const std::string& address, std::function<void(expected<transport::peer_id>)> then) {
@@ -229,10 +227,9 @@ void checkpoint_actor::persist(const persist_request& p) {
   const auto fail = [&](rank_id rank, const std::string& why, bool superseded = false) {
     if (!superseded)
       spdlog::warn("shard of rank {} step {} not persisted: {}", rank.value(), p.step.value(), why);
-    ctx_->supervisor->send("checkpoint", p.epoch,
-                           caf::make_message(shard_persisted{p.epoch, p.step, rank, ctx_->node, false,
+    ctx_->supervisor->send("checkpoint", shard_persisted{p.epoch, p.step, rank, ctx_->node, false,
                                                              storage::shard_file_name(p.step, rank), 0, 0, 0, why,
-                                                             superseded}));
+                                                             superseded});
   };
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -255,7 +252,7 @@ void checkpoint_actor::persist(const persist_request& p) {
                              spdlog::warn("shard of rank {} step {} not persisted: {}", d.rank.value(), d.step.value(),
                                           out.detail);
                            }
-                           a->ctx_->supervisor->send("checkpoint", epoch, caf::make_message(out));
+                           a->ctx_->supervisor->send("checkpoint", out);
                          }});
         },
         persist_hooks_.get());
@@ -325,12 +322,12 @@ void checkpoint_actor::replicate(std::uint32_t local_index, const policy::copy_t
                    buddy_address_, p.error().message());
       return;
     }
-    ctx_->transport->send_bulk(*p, "checkpoint", "checkpoint", epoch_t{0}, caf::make_message(header), payload);
+    ctx_->transport->send_bulk(*p, "checkpoint", "checkpoint", header, payload);
   });
 }
 
 void checkpoint_actor::reply_error(transport::peer_id to, const std::string& actor, std::uint64_t id, const std::string& why) {
-  ctx_->transport->send(to, "checkpoint", actor, epoch_t{0}, caf::make_message(state_reply{id, false, why, 0, 0}));
+  ctx_->transport->send(to, "checkpoint", actor, state_reply{id, false, why, 0, 0});
 }
 
 void checkpoint_actor::serve(const envelope& from, const state_request& r) {
@@ -393,8 +390,7 @@ void checkpoint_actor::serve(const envelope& from, const state_request& r) {
     reply_error(from.peer, from.actor, r.id, error);
     return;
   }
-  ctx_->transport->send_bulk(from.peer, "checkpoint", from.actor, epoch_t{0},
-                             caf::make_message(state_reply{r.id, true, "", found->size(), checksum}), *found);
+  ctx_->transport->send_bulk(from.peer, "checkpoint", from.actor, state_reply{r.id, true, "", found->size(), checksum}, *found);
 }
 
 void checkpoint_actor::forward(const envelope& from, const state_request& r) {
@@ -412,7 +408,7 @@ void checkpoint_actor::forward(const envelope& from, const state_request& r) {
       }
       return;
     }
-    ctx_->transport->send(*p, "checkpoint", "checkpoint", epoch_t{0}, caf::make_message(out));
+    ctx_->transport->send(*p, "checkpoint", "checkpoint", out);
   });
 }
 

@@ -42,7 +42,29 @@ std::vector<std::string> names(type_list<Ts...>) {
   return {name_of<Ts>()...};
 }
 
+template <class T>
+bool epoch_if(const caf::message& msg, std::optional<epoch_t>& out) {
+  if constexpr (fenced<T>) {
+    if (msg.match_element<T>(0)) {
+      out = msg.get_as<T>(0).epoch;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <class... Ts>
+std::optional<epoch_t> fenced_epoch(const caf::message& msg, type_list<Ts...>) {
+  std::optional<epoch_t> out;
+  (epoch_if<Ts>(msg, out) || ...);
+  return out;
+}
+
 }  // namespace
+
+std::optional<epoch_t> fenced_epoch(const caf::message& msg) {
+  return msg.empty() ? std::nullopt : fenced_epoch(msg, all_types{});
+}
 
 void register_message_types(caf::actor_system_config& cfg) { register_all(cfg, all_types{}); }
 

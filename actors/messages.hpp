@@ -7,6 +7,7 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,8 +140,9 @@ struct progress_report {
   std::uint64_t tokens = 0;
 };
 
-/// An agent's batch of progress reports.
+/// An agent's batch of progress reports, all of `epoch`.
 struct progress_batch {
+  epoch_t epoch;
   node_id node;
   std::vector<progress_report> reports;
 };
@@ -201,8 +203,9 @@ struct restore_failed {
   std::string detail;
 };
 
-/// Stop a worker with a signal.
+/// Stop the worker of `rank` in `epoch` with a signal.
 struct kill_request {
+  epoch_t epoch;
   rank_id rank;
   std::int32_t signal = 9;
   /// Why, for the log: "hung", "operator", "leaving the node".
@@ -214,6 +217,7 @@ struct kill_request {
 /// steps take `factor` times as long (1 ends the drill); "stall" starts no step for `factor`
 /// seconds (a partition across the rank's ring).
 struct drill_request {
+  epoch_t epoch;
   rank_id rank;
   std::string kind;
   double factor = 1.0;
@@ -373,14 +377,14 @@ RK_INSPECT(rank_exited, x.epoch, x.rank, x.node, x.exit_code, x.signal, x.detail
 RK_INSPECT(rank_trouble, x.epoch, x.rank, x.node, x.unresponsive, x.detail)
 RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.compute_ns, x.communication_ns, x.snapshot_ns,
            x.tokens)
-RK_INSPECT(progress_batch, x.node, x.reports)
+RK_INSPECT(progress_batch, x.epoch, x.node, x.reports)
 RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.connect_ns, x.restore_ns)
 RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)
 RK_INSPECT(snapshot_dropped, x.epoch, x.rank, x.step, x.holder, x.kind)
 RK_INSPECT(snapshot_committed, x.epoch, x.step)
 RK_INSPECT(restore_failed, x.epoch, x.rank, x.node, x.step, x.old_rank, x.holder, x.kind, x.detail)
-RK_INSPECT(kill_request, x.rank, x.signal, x.reason)
-RK_INSPECT(drill_request, x.rank, x.kind, x.factor)
+RK_INSPECT(kill_request, x.epoch, x.rank, x.signal, x.reason)
+RK_INSPECT(drill_request, x.epoch, x.rank, x.kind, x.factor)
 RK_INSPECT(partition_request, x.peer, x.duration_ns)
 RK_INSPECT(fail_node, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
@@ -432,6 +436,43 @@ struct child_exited {
   std::int64_t at_ns = 0;
 };
 RK_INSPECT_LOCAL(child_exited, x.pid, x.status, x.at_ns)
+
+// ---- fencing ----------------------------------------------------------------------------------
+
+/// Whether messages of type T belong to an epoch. The bridge stamps a fenced message with its own
+/// `epoch` field and drops one stamped older than the newest epoch the receiving process has seen:
+/// a rank or an agent of an earlier epoch never acts or is heard in a later one. Every other message
+/// is a fact or a request that holds across epochs (a process exited, a node is alive, a copy is
+/// held or dropped, a shard was written, an abort, a drill on a node, a state for a restore) and
+/// passes whatever epoch is current; it carries no stamp.
+template <class T>
+inline constexpr bool fenced = false;
+template <> inline constexpr bool fenced<assign_ranks> = true;
+template <> inline constexpr bool fenced<rank_ready> = true;
+template <> inline constexpr bool fenced<start_training> = true;
+template <> inline constexpr bool fenced<rank_trouble> = true;
+template <> inline constexpr bool fenced<progress_report> = true;
+template <> inline constexpr bool fenced<progress_batch> = true;
+template <> inline constexpr bool fenced<rank_restored> = true;
+template <> inline constexpr bool fenced<snapshot_committed> = true;
+template <> inline constexpr bool fenced<restore_failed> = true;
+template <> inline constexpr bool fenced<kill_request> = true;
+template <> inline constexpr bool fenced<drill_request> = true;
+template <> inline constexpr bool fenced<worker_assignment> = true;
+template <> inline constexpr bool fenced<persist_request> = true;
+
+/// The stamp a message travels with: its epoch when fenced, else none (0).
+template <class T>
+[[nodiscard]] epoch_t stamp_of(const T& msg) noexcept {
+  if constexpr (fenced<T>)
+    return msg.epoch;
+  else
+    return epoch_t{0};
+}
+
+/// The epoch of a message received by the bridge when its first element is of a fenced type (read
+/// from the message itself, not from the frame that carried it), else nullopt.
+[[nodiscard]] std::optional<epoch_t> fenced_epoch(const caf::message& msg);
 
 /// Registers every message type above with `cfg` (both ends of a bridge must).
 void register_message_types(caf::actor_system_config& cfg);

@@ -39,11 +39,12 @@ class supervisor_link {
   }
   /// Sends `msg` from local actor `from` to the supervisor; false (and nothing sent) when the
   /// supervisor is not connected.
-  bool send(const std::string& from, epoch_t epoch, const caf::message& msg) {
+  template <class T>
+  bool send(const std::string& from, const T& msg) {
     auto p = peer();
     if (!p)
       return false;
-    bridge_.send(*p, from, "supervisor", epoch, msg);
+    bridge_.send(*p, from, "supervisor", msg);
     return true;
   }
 

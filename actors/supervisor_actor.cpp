@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/checksum.hpp"
 #include "common/text.hpp"
+#include "config/load.hpp"
 
 namespace rekindle::actors {
 
@@ -21,6 +23,13 @@ namespace {
 using json = nlohmann::json;
 
 double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+// What a restarted supervisor compares to notice a changed configuration: the effective
+// configuration, every default filled in.
+std::uint64_t config_hash(const config::spec& s) {
+  const auto text = config::to_toml(s);
+  return xxh64(std::as_bytes(std::span<const char>(text.data(), text.size())));
+}
 
 std::string kind_name(std::uint8_t kind) {
   return kind == 0 ? "local memory" : kind == 1 ? "buddy memory" : "disk";
@@ -62,6 +71,18 @@ void supervisor_actor::on_exit() {
     (void)store_->close();
 }
 
+void supervisor_actor::put_job(storage::job_state state, const std::string& reason) {
+  storage::job_record job;
+  job.name = ctx_->spec.job.name;
+  job.config_source = ctx_->spec.source;
+  job.config_hash = config_hash(ctx_->spec);
+  job.state = state;
+  job.reason = reason;
+  job.since = ctx_->time->wall_now();
+  if (auto st = store_->put_job(job); !st.ok())
+    spdlog::error("the job record could not be stored: {}", st.message());
+}
+
 void supervisor_actor::event(const std::string& kind, const std::string& detail, std::optional<rank_id> rank,
                              std::optional<node_id> node, std::vector<std::pair<std::string, std::string>> fields) {
   spdlog::info("event {} epoch={}{}{} {}", kind, policy_.epoch().value(),
@@ -77,16 +98,6 @@ void supervisor_actor::event(const std::string& kind, const std::string& detail,
     e.fields.insert(e.fields.begin(), {"detail", detail});
   if (auto r = store_->append_event(std::move(e)); !r)
     spdlog::error("the event log refused an event: {}", r.error().message());
-}
-
-void supervisor_actor::to_agent(node_id n, epoch_t epoch, const caf::message& msg) {
-  if (auto it = agents_.find(n); it != agents_.end())
-    ctx_->transport->send(it->second, "supervisor", "agent", epoch, msg);
-}
-
-void supervisor_actor::to_all_agents(epoch_t epoch, const caf::message& msg) {
-  for (const auto& [n, peer] : agents_)
-    ctx_->transport->send(peer, "supervisor", "agent", epoch, msg);
 }
 
 void supervisor_actor::open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
@@ -116,13 +127,17 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
   std::vector<std::optional<node_id>> buddies;
   for (auto& action : actions) {
     if (auto* pe = std::get_if<persist_epoch>(&action)) {
+      // The fence: the epoch is durable before anything announces it. A store that refuses it
+      // ends the job with nothing of the new epoch sent (a restarted supervisor could otherwise
+      // hand the same epoch out again).
+      if (auto st = store_->put_epoch(pe->epoch); !st.ok()) {
+        spdlog::error("epoch {} could not be made durable: {}", pe->epoch.value(), st.message());
+        execute(policy_.fail_job("epoch " + std::to_string(pe->epoch.value()) +
+                                 " could not be made durable, so it was not announced: " + st.message()));
+        return;
+      }
       // Shards of the old epoch's ranks may never all arrive.
       carry_out(checkpoints_.on_epoch(pe->epoch));
-      auto e = store_->bump_epoch();
-      if (!e)
-        spdlog::error("the epoch could not be persisted: {}", e.error().message());
-      else if (*e != pe->epoch)
-        spdlog::warn("stored epoch {} differs from the policy's {}", e->value(), pe->epoch.value());
       ctx_->transport->set_epoch(pe->epoch);
       addresses_.clear();
       for (auto& [r, s] : ranks_)
@@ -133,7 +148,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
     } else if (auto* bu = std::get_if<assign_buddies>(&action)) {
       buddies = std::move(bu->buddy_of);
     } else if (auto* ab = std::get_if<abort_ranks>(&action)) {
-      to_all_agents(ab->epoch, caf::make_message(abort_epoch{ab->epoch}));
+      to_all_agents(abort_epoch{ab->epoch});
     } else if (auto* sp = std::get_if<spawn_rank>(&action)) {
       auto& as = assigns[sp->slot.node];
       as.epoch = sp->epoch;
@@ -145,7 +160,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       rs.restarts = policy_.restarts_of(sp->slot.rank);
     } else if (auto* kr = std::get_if<kill_rank>(&action)) {
       killed_as_[kr->rank.value()] = "hung: the supervisor killed it";
-      to_agent(kr->node, policy_.epoch(), caf::make_message(kill_request{kr->rank, kr->signal, "hung"}));
+      to_agent(kr->node, kill_request{policy_.epoch(), kr->rank, kr->signal, "hung"});
     } else if (auto* se = std::get_if<start_epoch>(&action)) {
       storage::membership m;
       m.epoch = se->epoch;
@@ -172,13 +187,16 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
         std::memcpy(member.address.data(), addr.data(), addr.size());
         m.ranks.push_back(std::move(member));
       }
-      if (auto s = store_->put_membership(std::move(m)); !s.ok())
-        spdlog::error("the membership could not be stored: {}", s.message());
       std::set<node_id> nodes;
       for (const auto& slot : se->placement)
         nodes.insert(slot.node);
       for (auto n : nodes)
-        to_agent(n, se->epoch, caf::make_message(st));
+        if (ctx_->spec.nodes.at(n.value()).spare)
+          m.spares_in_use.push_back(n);
+      if (auto s = store_->put_membership(std::move(m)); !s.ok())
+        spdlog::error("the membership could not be stored: {}", s.message());
+      for (auto n : nodes)
+        to_agent(n, st);
       if (open_recovery_) {
         auto& r = recoveries_[*open_recovery_];
         r.started_ns = now_ns(*ctx_->time);
@@ -202,20 +220,18 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       // shards already reported go (later ones are removed as they are reported, or at start).
       carry_out(checkpoints_.on_job_end());
       final_state_ = std::string{to_string(fj->state)};
-      storage::job_record job;
-      job.name = ctx_->spec.job.name;
-      job.config_source = ctx_->spec.source;
-      job.state = fj->state == job_state::completed ? storage::job_state::stopped
-                  : fj->state == job_state::failed  ? storage::job_state::failed
-                                                   : storage::job_state::stopped;
-      job.reason = fj->state == job_state::completed ? "completed" : fj->reason;
-      job.since = ctx_->time->wall_now();
-      (void)store_->put_job(job);
-      to_all_agents(epoch_t{0}, caf::make_message(job_finished{final_state_, fj->reason}));
+      put_job(fj->state == job_state::failed ? storage::job_state::failed : storage::job_state::stopped,
+              fj->state == job_state::completed ? "completed" : fj->reason);
       for (auto& [r, s] : ranks_)
         s.state = final_state_;
       (void)store_->flush_events();
+      // The end is on disk before anyone is told of it.
       write_status(true);
+      to_all_agents(job_finished{final_state_, fj->reason});
+    } else if (auto* rr = std::get_if<record_restart>(&action)) {
+      // Durable before the restart happens: a supervisor restarted later counts on from here.
+      if (auto c = store_->record_restart(rr->rank); !c)
+        spdlog::error("the restart of rank {} could not be recorded: {}", rr->rank.value(), c.error().message());
     } else if (auto* ne = std::get_if<note_event>(&action)) {
       event(ne->kind, ne->detail, ne->rank, ne->node);
       // A node the policy found silent (its own timer, before the messenger's) is a recovery
@@ -243,7 +259,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       as.buddy = *b;
       as.buddy_address = node_addresses_[b->value()];
     }
-    ctx_->transport->send(peer, "supervisor", "agent", as.epoch, caf::make_message(as));
+    ctx_->transport->send(peer, "supervisor", "agent", as);
   }
 }
 
@@ -259,18 +275,21 @@ caf::behavior supervisor_actor::make_behavior() {
     for (const auto& m : loaded->latest_membership->ranks)
       placement.push_back({m.rank, m.node, m.local_index});
     std::uint64_t step = 0;
-    for (const auto& r : loaded->ranks)
+    std::map<rank_id, std::uint32_t> restarts;
+    for (const auto& r : loaded->ranks) {
       if (r.snapshot_step)
         step = std::max(step, r.snapshot_step->value());
-    execute(policy_.recover_after_restart(store_->epoch(), std::move(placement), step_t{step}));
+      restarts[r.rank] = r.restarts;
+    }
+    if (loaded->job->config_hash != config_hash(ctx_->spec))
+      event("config_changed", "the configuration differs from the one the job started with (" +
+                                  loaded->job->config_source + "); the job resumes with the new one");
+    // The restart limits count on from the restarts counted before.
+    execute(policy_.recover_after_restart(store_->epoch(), std::move(placement), step_t{step}, restarts,
+                                          static_cast<std::uint32_t>(loaded->total_restarts)));
     open_recovery("supervisor restarted", {}, ctx_->node);
   } else {
-    storage::job_record job;
-    job.name = ctx_->spec.job.name;
-    job.config_source = ctx_->spec.source;
-    job.state = storage::job_state::created;
-    job.since = ctx_->time->wall_now();
-    (void)store_->put_job(job);
+    put_job(storage::job_state::created, "");
     event("job_created", ctx_->spec.job.name + ": " + std::to_string(ctx_->spec.world_size()) + " ranks on " +
                              std::to_string(ctx_->spec.nodes.size()) + " nodes, " + std::to_string(ctx_->spec.job.steps) +
                              " steps");
@@ -327,8 +346,7 @@ caf::behavior supervisor_actor::make_behavior() {
         node_addresses_[h.node.value()] = h.address;
         event("node_joined", h.name + " at " + h.address, {}, h.node);
         if (finished_) {
-          ctx_->transport->send(from.peer, "supervisor", "agent", epoch_t{0},
-                                caf::make_message(job_finished{final_state_, "the job has ended"}));
+          ctx_->transport->send(from.peer, "supervisor", "agent", job_finished{final_state_, "the job has ended"});
           return;
         }
         execute(policy_.on_node_up(h.node));
@@ -337,9 +355,9 @@ caf::behavior supervisor_actor::make_behavior() {
         policy_.on_heartbeat(h.node);
         standby_ready_[h.node.value()] = h.standby_ready;
       },
+      // Fenced messages (rank_ready, rank_restored, progress, rank_trouble) of older epochs never
+      // arrive here: the bridge drops them.
       [this](const envelope&, const rank_ready& r) {
-        if (r.epoch != policy_.epoch())
-          return;
         addresses_[r.rank] = r.address;
         ranks_[r.rank].state = "ready";
         ranks_[r.rank].pid = r.pid;
@@ -349,8 +367,6 @@ caf::behavior supervisor_actor::make_behavior() {
         execute(std::move(actions));
       },
       [this](const envelope&, const rank_restored& r) {
-        if (r.epoch != policy_.epoch())
-          return;
         ranks_[r.rank].state = "training";
         if (open_recovery_) {
           auto& rec = recoveries_[*open_recovery_];
@@ -362,8 +378,6 @@ caf::behavior supervisor_actor::make_behavior() {
       },
       [this](const envelope&, const progress_batch& b) {
         for (const auto& p : b.reports) {
-          if (p.epoch != policy_.epoch())
-            continue;
           auto& s = ranks_[p.rank];
           s.step = std::max(s.step, p.step.value());
           s.loss = p.loss;
@@ -425,12 +439,10 @@ caf::behavior supervisor_actor::make_behavior() {
         execute(policy_.on_rank_failed(e.rank, e.epoch, e.detail));
       },
       [this](const envelope&, const rank_trouble& t) {
-        if (t.epoch != policy_.epoch())
-          return;
         if (t.unresponsive) {
           event("rank_unresponsive", t.detail + ": killing it", t.rank, t.node);
           killed_as_.emplace(t.rank.value(), "unresponsive: the supervisor killed it");  // a hung one stays hung
-          to_agent(t.node, t.epoch, caf::make_message(kill_request{t.rank, SIGKILL, "unresponsive"}));
+          to_agent(t.node, kill_request{t.epoch, t.rank, SIGKILL, "unresponsive"});
         } else {
           execute(policy_.on_collective_error(t.rank, t.epoch, t.detail));
         }
@@ -448,7 +460,7 @@ caf::behavior supervisor_actor::make_behavior() {
                       h.holder.value(), h.kind);
         if (policy_.on_snapshot({h.epoch, h.rank, h.step, h.holder, static_cast<state_source::kind>(h.kind)})) {
           spdlog::debug("step {} committed", policy_.copies().committed()->value());
-          to_all_agents(policy_.epoch(), caf::make_message(snapshot_committed{policy_.epoch(), *policy_.copies().committed()}));
+          to_all_agents(snapshot_committed{policy_.epoch(), *policy_.copies().committed()});
         }
         if (h.kind == 0 && h.epoch == policy_.epoch())
           maybe_persist(h.step);
@@ -462,7 +474,7 @@ caf::behavior supervisor_actor::make_behavior() {
       [this](const envelope& from, const admin_request& r) {
         auto reply = admin(from, r);
         reply.id = r.id;
-        ctx_->transport->send(from.peer, "supervisor", from.actor, epoch_t{0}, caf::make_message(reply));
+        ctx_->transport->send(from.peer, "supervisor", from.actor, reply);
       },
   };
 }
@@ -651,7 +663,7 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
     event("fault_injected", "kill rank " + rank + " with signal " + std::to_string(sig), slot->rank, slot->node,
           {{"fault", "kill"}, {"signal", std::to_string(sig)}});
-    to_agent(slot->node, policy_.epoch(), caf::make_message(kill_request{slot->rank, sig, "operator"}));
+    to_agent(slot->node, kill_request{policy_.epoch(), slot->rank, sig, "operator"});
     return {0, 0, "rank " + rank + " sent signal " + std::to_string(sig), ""};
   }
   if (r.command == "hang" || r.command == "slow") {
@@ -681,7 +693,7 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
     event("fault_injected", what, slot->rank, slot->node,
           hang ? std::vector<std::pair<std::string, std::string>>{{"fault", "hang"}}
                : std::vector<std::pair<std::string, std::string>>{{"fault", "slow"}, {"factor", r.args[1]}});
-    to_agent(slot->node, policy_.epoch(), caf::make_message(drill_request{slot->rank, r.command, factor}));
+    to_agent(slot->node, drill_request{policy_.epoch(), slot->rank, r.command, factor});
     return {0, 0,
             hang ? "rank " + rank + " hangs before its next step; its peers wait in their collectives until it is found"
             : factor == 1.0 ? "rank " + rank + " steps at its normal speed again"
@@ -711,7 +723,7 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
       return {0, 2, "node " + r.args[0] + " is not up", ""};
     injected_nodes_[n->value()] = now_ns(*ctx_->time);
     event("fault_injected", "fail node " + r.args[0], {}, *n, {{"fault", "node_down"}});
-    to_agent(*n, epoch_t{0}, caf::make_message(fail_node{"operator drill"}));
+    to_agent(*n, fail_node{"operator drill"});
     return {0, 0, "node " + r.args[0] + " fails now", ""};
   }
   if (r.command == "partition") {
@@ -742,8 +754,8 @@ admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r
            {"link", r.args[0] + "," + r.args[1]},
            {"duration_s", std::to_string(std::chrono::duration<double>(*d).count())}});
     // The far end first: once the near end cuts, nothing reaches the far one.
-    to_agent(*b, epoch_t{0}, caf::make_message(partition_request{*a, d->count()}));
-    to_agent(*a, epoch_t{0}, caf::make_message(partition_request{*b, d->count()}));
+    to_agent(*b, partition_request{*a, d->count()});
+    to_agent(*a, partition_request{*b, d->count()});
     return {0, 0,
             "traffic between " + r.args[0] + " and " + r.args[1] + " is dropped for " + format_duration(*d) +
                 " (control plane: heartbeats, replication, state transfers)",

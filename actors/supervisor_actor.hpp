@@ -84,10 +84,20 @@ class supervisor_actor : public caf::event_based_actor {
   };
 
   void execute(std::vector<policy::policy_action> actions);
+  /// Stores the job record: its state and why, with the configuration's hash.
+  void put_job(storage::job_state state, const std::string& reason);
   void event(const std::string& kind, const std::string& detail, std::optional<rank_id> rank = {},
              std::optional<node_id> node = {}, std::vector<std::pair<std::string, std::string>> fields = {});
-  void to_agent(node_id n, epoch_t epoch, const caf::message& msg);
-  void to_all_agents(epoch_t epoch, const caf::message& msg);
+  template <class T>
+  void to_agent(node_id n, const T& msg) {
+    if (auto it = agents_.find(n); it != agents_.end())
+      ctx_->transport->send(it->second, "supervisor", "agent", msg);
+  }
+  template <class T>
+  void to_all_agents(const T& msg) {
+    for (const auto& [n, peer] : agents_)
+      ctx_->transport->send(peer, "supervisor", "agent", msg);
+  }
   void open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
                      std::int64_t injected_ns = 0);
   void write_status(bool final);

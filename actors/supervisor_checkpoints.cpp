@@ -124,7 +124,7 @@ void supervisor_actor::carry_out(std::vector<checkpoint_action> actions) {
       }
       checkpoints_.begun();
       spdlog::debug("persisting step {} to {}", b->step.value(), checkpoint_dir().string());
-      to_all_agents(b->epoch, caf::make_message(persist_request{b->epoch, b->step}));
+      to_all_agents(persist_request{b->epoch, b->step});
     } else if (const auto* c = std::get_if<commit_checkpoint>(&action)) {
       storage::checkpoint_manifest m;
       m.step = c->step;

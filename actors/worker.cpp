@@ -56,7 +56,7 @@ class worker_actor : public caf::event_based_actor {
     send(this, tick_atom::value);
     return {
         [this](tick_atom) {
-          rt_->to_agent(epoch_t{0}, caf::make_message(worker_heartbeat{rt_->ctx_.local_index.value_or(~0u)}));
+          rt_->to_agent(worker_heartbeat{rt_->ctx_.local_index.value_or(~0u)});
           delayed_send(this, rt_->ctx_.spec.timeouts.heartbeat, tick_atom::value);
         },
         [this](const envelope&, const worker_activate& a) { rt_->push(a); },
@@ -121,12 +121,14 @@ worker_runtime::~worker_runtime() {
   caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
 }
 
-void worker_runtime::to_agent(epoch_t epoch, const caf::message& msg) {
-  ctx_.transport->send(ctx_.agent, "worker", "agent", epoch, msg);
+template <class T>
+void worker_runtime::to_agent(const T& msg) {
+  ctx_.transport->send(ctx_.agent, "worker", "agent", msg);
 }
 
-void worker_runtime::to_checkpoint(epoch_t epoch, const caf::message& msg) {
-  ctx_.transport->send(ctx_.agent, "worker", "checkpoint", epoch, msg);
+template <class T>
+void worker_runtime::to_checkpoint(const T& msg) {
+  ctx_.transport->send(ctx_.agent, "worker", "checkpoint", msg);
 }
 
 void worker_runtime::push(command c) {
@@ -165,7 +167,7 @@ expected<transport::shared_bytes> worker_runtime::fetch(const state_request& r, 
     req.id = next_request_++;
     f = pending_[req.id].get_future();
   }
-  to_checkpoint(epoch_t{0}, caf::make_message(req));
+  to_checkpoint(req);
   if (f.wait_for(timeout) != std::future_status::ready) {
     std::lock_guard lock{mutex_};
     pending_.erase(req.id);
@@ -262,7 +264,7 @@ void worker_runtime::train(const start_training& start) {
   auto t0 = clock_type::now();
   if (auto s = comm->connect(addresses); !s.ok()) {
     if (!interrupted())
-      to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
+      to_agent(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()});
     return;
   }
   const auto connect_ns = ns_since(t0);
@@ -281,7 +283,7 @@ void worker_runtime::train(const start_training& start) {
                                              *comm, options);
     if (!made) {
       spdlog::error("worker cannot build its training task: {}", made.error().message());
-      to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, made.error().message()}));
+      to_agent(rank_trouble{a.epoch, a.rank, ctx_.node, false, made.error().message()});
       exit_status_ = 5;
       push(finish{"no task"});
       return;
@@ -292,7 +294,7 @@ void worker_runtime::train(const start_training& start) {
   training::training_task* task = task_.get();
   if (auto s = task->set_micro_batches(start.micro_batches); !s.ok()) {
     spdlog::error("worker cannot take its micro-batch share: {}", s.message());
-    to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
+    to_agent(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()});
     return;
   }
   t0 = clock_type::now();
@@ -302,15 +304,15 @@ void worker_runtime::train(const start_training& start) {
     if (auto s = restore(start, *task, source, failed); !s.ok()) {
       spdlog::error("worker cannot restore: {}", s.message());
       if (failed)
-        to_agent(a.epoch, caf::make_message(restore_failed{a.epoch, a.rank, ctx_.node, start.restore_step,
-                                                           failed->old_rank, failed->holder, failed->kind, s.message()}));
+        to_agent(restore_failed{a.epoch, a.rank, ctx_.node, start.restore_step,
+                                                           failed->old_rank, failed->holder, failed->kind, s.message()});
       else
-        to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()}));
+        to_agent(rank_trouble{a.epoch, a.rank, ctx_.node, false, s.message()});
       return;
     }
   }
   spdlog::debug("restored step {} from {} in {} ms", start.restore_step.value(), source, ns_since(t0) / 1000000);
-  to_agent(a.epoch, caf::make_message(rank_restored{a.epoch, a.rank, start.restore_step, source, connect_ns, ns_since(t0)}));
+  to_agent(rank_restored{a.epoch, a.rank, start.restore_step, source, connect_ns, ns_since(t0)});
   const auto every = ctx_.spec.checkpoint.snapshot_every;
   const auto tokens = static_cast<std::uint64_t>(ctx_.spec.job.global_batch) * ctx_.spec.model.seq_len;
   // A step's time runs from the end of the one before (or its own start, first in an epoch): the
@@ -337,7 +339,7 @@ void worker_runtime::train(const start_training& start) {
     auto r = task->step();
     if (!r) {
       if (!interrupted() && !comm->aborted())
-        to_agent(a.epoch, caf::make_message(rank_trouble{a.epoch, a.rank, ctx_.node, false, r.error().message()}));
+        to_agent(rank_trouble{a.epoch, a.rank, ctx_.node, false, r.error().message()});
       return;
     }
     // A slowed rank (fault drill) computes `factor` times longer, as on a slower device: its
@@ -370,8 +372,8 @@ void worker_runtime::train(const start_training& start) {
       if (!t) {
         spdlog::error("snapshot of step {} failed: {}", r->step.value(), t.error().message());
       } else if (t->skipped()) {
-        to_checkpoint(a.epoch, caf::make_message(snapshot_skipped{a.epoch, a.rank, *ctx_.local_index, r->step,
-                                                                  t->plan.pinned, t->plan.waiting}));
+        to_checkpoint(snapshot_skipped{a.epoch, a.rank, *ctx_.local_index, r->step,
+                                                                  t->plan.pinned, t->plan.waiting});
       } else {
         // The checksum comes out of the export's own pass: nothing reads the state again.
         auto sum = task->export_state(t->half);
@@ -383,12 +385,12 @@ void worker_runtime::train(const start_training& start) {
           std::vector<policy::copy_tag> dropped;
           if (t->plan.overwrites)
             dropped.push_back(*t->plan.overwrites);
-          to_checkpoint(a.epoch, caf::make_message(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
-                                                                  task->state_size(), *sum, std::move(dropped)}));
+          to_checkpoint(snapshot_taken{a.epoch, a.rank, *ctx_.local_index, r->step,
+                                                                  task->state_size(), *sum, std::move(dropped)});
         }
       }
     }
-    to_agent(a.epoch, caf::make_message(p));
+    to_agent(p);
     // The next epoch's mailbox, once this one trains: never on the recovery path.
     if (r->step.value() == start.restore_step.value() + 1)
       (void)ring_->prepare();
@@ -448,8 +450,8 @@ int worker_runtime::run() {
         standby_slots_.emplace(i, std::move(*s));
   }
   // A standby says hello once it is warm: the agent activates only a standby that is ready.
-  to_agent(epoch_t{0}, caf::make_message(worker_hello{static_cast<std::uint32_t>(getpid()), ctx_.local_index.value_or(~0u),
-                                                      !ctx_.local_index.has_value()}));
+  to_agent(worker_hello{static_cast<std::uint32_t>(getpid()), ctx_.local_index.value_or(~0u),
+                                                      !ctx_.local_index.has_value()});
   for (;;) {
     command c;
     {
@@ -512,8 +514,8 @@ int worker_runtime::run() {
       }
       ctx_.transport->set_epoch(a->epoch);
       spdlog::debug("registered epoch={} rank={}", a->epoch.value(), a->rank.value());
-      to_agent(a->epoch, caf::make_message(rank_ready{a->epoch, a->rank, ctx_.node, *ctx_.local_index,
-                                                      static_cast<std::uint32_t>(getpid()), std::move(address)}));
+      to_agent(rank_ready{a->epoch, a->rank, ctx_.node, *ctx_.local_index,
+                                                      static_cast<std::uint32_t>(getpid()), std::move(address)});
       continue;
     }
     if (auto* s = std::get_if<start_training>(&c)) {

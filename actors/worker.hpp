@@ -91,8 +91,10 @@ class worker_runtime {
   [[nodiscard]] expected<transport::shared_bytes> fetch(const state_request& r, std::chrono::nanoseconds timeout);
   void deliver(std::uint64_t id, expected<transport::shared_bytes> bytes);
   [[nodiscard]] bool interrupted() const;
-  void to_agent(epoch_t epoch, const caf::message& msg);
-  void to_checkpoint(epoch_t epoch, const caf::message& msg);
+  template <class T>
+  void to_agent(const T& msg);
+  template <class T>
+  void to_checkpoint(const T& msg);
 
   caf::actor_system& system_;
   worker_context ctx_;

@@ -307,6 +307,7 @@ std::vector<policy_action> supervisor_policy::on_rank_failed(rank_id r, epoch_t 
   ++it->second.restarts;
   ++it->second.quick_failures;
   ++restarts_;
+  out.push_back(record_restart{r});
   out.push_back(note_event{"rank_failed", "rank " + std::to_string(r.value()) + ": " + why, r, {}});
   if (it->second.restarts > config_.max_restarts_per_rank) {
     fail(out, "rank " + std::to_string(r.value()) + " failed " + std::to_string(it->second.restarts) + " times (limit " +
@@ -420,6 +421,7 @@ std::vector<policy_action> supervisor_policy::on_tick() {
       ++rs.restarts;
       ++rs.quick_failures;
       ++restarts_;
+      out.push_back(record_restart{r});
       if (rs.restarts > config_.max_restarts_per_rank) {
         fail(out, "rank " + std::to_string(r.value()) + " never registered after " + std::to_string(rs.restarts) +
                       " attempts");
@@ -560,6 +562,14 @@ std::vector<policy_action> supervisor_policy::stop(const std::string& why) {
   return out;
 }
 
+std::vector<policy_action> supervisor_policy::fail_job(const std::string& why) {
+  std::vector<policy_action> out;
+  if (state_ == job_state::completed || state_ == job_state::failed || state_ == job_state::stopped)
+    return out;
+  fail(out, why);
+  return out;
+}
+
 std::vector<policy_action> supervisor_policy::drain(node_id n) {
   std::vector<policy_action> out;
   if (n.value() >= nodes_.size())
@@ -633,7 +643,12 @@ std::vector<policy_action> supervisor_policy::restart_epoch(const std::string& w
 }
 
 std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement,
-                                                                   step_t step) {
+                                                                   step_t step,
+                                                                   const std::map<rank_id, std::uint32_t>& restarts,
+                                                                   std::uint32_t total_restarts) {
+  restarts_ = total_restarts;
+  for (const auto& [r, n] : restarts)
+    ranks_[r].restarts = n;
   epoch_ = last_epoch;
   placement_ = std::move(placement);
   step_ = step;

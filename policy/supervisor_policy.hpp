@@ -98,6 +98,11 @@ struct spawn_rank {
   std::uint32_t world = 0;
   std::chrono::nanoseconds delay{};
 };
+/// A restart of `rank` was counted (toward max_restarts_per_rank and max_restarts): make it durable,
+/// so that a restarted supervisor counts on from there.
+struct record_restart {
+  rank_id rank;
+};
 /// Stop a worker process (a hung rank, a rank leaving its node, the end of the job).
 struct kill_rank {
   rank_id rank;
@@ -127,7 +132,8 @@ struct note_event {
   std::optional<node_id> node;
 };
 
-using policy_action = std::variant<persist_epoch, abort_ranks, assign_buddies, spawn_rank, kill_rank, start_epoch, finish_job, note_event>;
+using policy_action = std::variant<persist_epoch, abort_ranks, assign_buddies, spawn_rank, kill_rank, start_epoch,
+                                   finish_job, note_event, record_restart>;
 
 /// The supervisor's decisions, without CAF, without I/O, with an injected clock.
 ///
@@ -223,6 +229,8 @@ class supervisor_policy {
   std::vector<policy_action> pause();
   std::vector<policy_action> resume();
   std::vector<policy_action> stop(const std::string& why);
+  /// (8) Ends the job as failed for a reason outside the policy (its state could not be stored).
+  std::vector<policy_action> fail_job(const std::string& why);
   /// Moves the ranks of `n` elsewhere (a spare, or a smaller world) and stops using it.
   std::vector<policy_action> drain(node_id n);
   /// Resizes the data-parallel world to `world` ranks (at most the ranks the nodes can hold).
@@ -232,8 +240,11 @@ class supervisor_policy {
   /// ranks take only at an epoch's start (their micro-batch shares) reaches a running job.
   /// Nothing happens unless the job is training.
   std::vector<policy_action> restart_epoch(const std::string& why);
-  /// After the supervisor's own restart: the reloaded epoch and placement; starts a new epoch.
-  std::vector<policy_action> recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement, step_t step);
+  /// After the supervisor's own restart: the reloaded epoch, placement and restart counts (by rank,
+  /// and of the whole job: the limits count on from them); starts a new epoch once nodes return.
+  std::vector<policy_action> recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement, step_t step,
+                                                   const std::map<rank_id, std::uint32_t>& restarts = {},
+                                                   std::uint32_t total_restarts = 0);
 
  private:
   struct rank_state {

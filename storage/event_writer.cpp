@@ -14,8 +14,7 @@ event_writer::event_writer(sink write, std::uint64_t durable_seq, std::size_t ba
 
 event_writer::~event_writer() { (void)stop(); }
 
-expected<std::uint64_t> event_writer::append(const std::function<std::string(std::uint64_t)>& encode,
-                                             std::int64_t wall_ns) {
+expected<std::uint64_t> event_writer::append(const std::function<std::string(std::uint64_t)>& encode) {
   std::unique_lock lock{mu_};
   if (!error_.ok())
     return error_;
@@ -26,7 +25,7 @@ expected<std::uint64_t> event_writer::append(const std::function<std::string(std
                                                 " events wait to be written (the limit); the disk is too slow "
                                                 "or the writer is stuck"};
   const std::uint64_t seq = last_seq_ + 1;
-  pending_.push_back(pending_event{seq, wall_ns, encode(seq)});
+  pending_.push_back(pending_event{seq, encode(seq)});
   last_seq_ = seq;
   if (pending_.size() == 1)
     oldest_ = std::chrono::steady_clock::now();

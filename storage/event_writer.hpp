@@ -17,7 +17,6 @@ namespace rekindle::storage::detail {
 /// An encoded event waiting for its batch.
 struct pending_event {
   std::uint64_t seq = 0;
-  std::int64_t wall_ns = 0;
   std::string value;
 };
 
@@ -48,8 +47,7 @@ class event_writer {
   ~event_writer();
 
   /// Queues the event that `encode(seq)` returns; returns seq.
-  [[nodiscard]] expected<std::uint64_t> append(const std::function<std::string(std::uint64_t)>& encode,
-                                               std::int64_t wall_ns);
+  [[nodiscard]] expected<std::uint64_t> append(const std::function<std::string(std::uint64_t)>& encode);
   /// Waits until every event appended before the call is durable.
   [[nodiscard]] status flush();
   /// Writes what is pending and joins the thread. Idempotent; returns the writer's error if any.

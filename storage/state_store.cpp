@@ -56,7 +56,6 @@ constexpr std::string_view prefix_member = "member/";
 constexpr std::string_view prefix_rank = "rank/";
 constexpr std::string_view prefix_ckpt = "ckpt/";
 constexpr std::string_view prefix_event = "event/";
-constexpr std::string_view prefix_event_time = "event-time/";
 
 // Largest encoded event append_event accepts.
 constexpr std::size_t max_event_bytes = 1 << 20;
@@ -73,16 +72,6 @@ std::string key_u32(std::string_view prefix, std::uint32_t v) {
   return k;
 }
 
-// Wall times sort as unsigned integers in keys: flip the sign bit.
-std::uint64_t sortable(std::int64_t v) noexcept { return static_cast<std::uint64_t>(v) ^ (1ull << 63); }
-
-std::string key_event_time(std::int64_t wall_ns, std::uint64_t seq) {
-  std::string k{prefix_event_time};
-  detail::put_be64(k, sortable(wall_ns));
-  detail::put_be64(k, seq);
-  return k;
-}
-
 // The smallest key greater than every key starting with `prefix`.
 std::string prefix_end(std::string_view prefix) {
   std::string k{prefix};
@@ -90,15 +79,9 @@ std::string prefix_end(std::string_view prefix) {
   return k;
 }
 
-// A key as people read it: "member/17", "event/42", "event-time/<ns>/<seq>".
+// A key as people read it: "member/17", "event/42".
 std::string describe_key(std::string_view key) {
   auto starts = [&](std::string_view p) { return key.substr(0, p.size()) == p; };
-  if (starts(prefix_event_time) && key.size() == prefix_event_time.size() + 16) {
-    const auto rest = key.substr(prefix_event_time.size());
-    return std::string{prefix_event_time} +
-           std::to_string(static_cast<std::int64_t>(detail::get_be64(rest) ^ (1ull << 63))) + "/" +
-           std::to_string(detail::get_be64(rest.substr(8)));
-  }
   for (auto p : {prefix_member, prefix_ckpt, prefix_event})
     if (starts(p) && key.size() == p.size() + 8)
       return std::string{p} + std::to_string(detail::get_be64(key.substr(p.size())));
@@ -368,6 +351,8 @@ struct state_store::impl {
   status write(rocksdb::WriteBatch& batch, bool sync, std::string_view what) {
     if (!db)
       return closed();
+    if (options.refuse_write)
+      RK_RETURN_IF_ERROR(options.refuse_write(what));
     rocksdb::WriteOptions wo;
     wo.sync = sync;
     return from_rocksdb(db->Write(wo, &batch), "state store " + dir.string() + ": " + std::string{what});
@@ -520,10 +505,8 @@ expected<std::unique_ptr<state_store>> state_store::open(const fs::path& dir, st
   p->events = std::make_unique<detail::event_writer>(
       [raw_impl](const std::vector<detail::pending_event>& batch) {
         rocksdb::WriteBatch b;
-        for (const auto& e : batch) {
+        for (const auto& e : batch)
           b.Put(key_u64(prefix_event, e.seq), e.value);
-          b.Put(key_event_time(e.wall_ns, e.seq), rocksdb::Slice{});
-        }
         return raw_impl->write(b, true, "event log: write of events " + std::to_string(batch.front().seq) + ".." +
                                             std::to_string(batch.back().seq));
       },
@@ -561,11 +544,13 @@ expected<std::optional<job_record>> state_store::job() const {
 
 epoch_t state_store::epoch() const noexcept { return epoch_t{impl_->epoch.load()}; }
 
-expected<epoch_t> state_store::bump_epoch() {
-  const std::uint64_t next = impl_->epoch.load() + 1;
-  RK_RETURN_IF_ERROR(impl_->put(key_epoch, encode_u64(record_type::epoch, next), true));
-  impl_->epoch.store(next);
-  return epoch_t{next};
+status state_store::put_epoch(epoch_t e) {
+  if (const auto stored = impl_->epoch.load(); e.value() <= stored)
+    return status{errc::failed_precondition, "epoch " + std::to_string(e.value()) +
+                                                 " is not newer than the stored epoch " + std::to_string(stored)};
+  RK_RETURN_IF_ERROR(impl_->put(key_epoch, encode_u64(record_type::epoch, e.value()), true));
+  impl_->epoch.store(e.value());
+  return {};
 }
 
 // ---- membership ----
@@ -580,14 +565,6 @@ status state_store::put_membership(membership m) {
       return status{errc::invalid_argument, "membership of epoch " + std::to_string(m.epoch.value()) + " lists rank " +
                                                 std::to_string(m.ranks[i].rank.value()) + " twice"};
   return impl_->put(key_u64(prefix_member, m.epoch.value()), encode_membership(m), true);
-}
-
-expected<membership> state_store::membership_at(epoch_t e) const {
-  const std::string k = key_u64(prefix_member, e.value());
-  RK_ASSIGN_OR_RETURN(auto v, impl_->get(k));
-  if (!v)
-    return status{errc::not_found, "no membership stored for epoch " + std::to_string(e.value())};
-  return decode_membership(*v, describe_key(k));
 }
 
 expected<std::optional<membership>> state_store::latest_membership() const {
@@ -748,13 +725,10 @@ expected<std::uint64_t> state_store::append_event(event e) {
   if (bytes > max_event_bytes)
     return status{errc::invalid_argument, "event '" + e.kind + "' takes " + std::to_string(bytes) +
                                               " bytes encoded, over the limit of " + std::to_string(max_event_bytes)};
-  const std::int64_t wall = ns(e.wall);
-  return impl_->events->append(
-      [&](std::uint64_t seq) {
-        e.seq = seq;
-        return encode_event(e);
-      },
-      wall);
+  return impl_->events->append([&](std::uint64_t seq) {
+    e.seq = seq;
+    return encode_event(e);
+  });
 }
 
 status state_store::flush_events() {
@@ -794,27 +768,6 @@ expected<std::vector<event>> state_store::events_after(std::uint64_t seq, std::s
   if (seq == std::numeric_limits<std::uint64_t>::max())
     return std::vector<event>{};
   return events(seq + 1, std::numeric_limits<std::uint64_t>::max(), limit);
-}
-
-expected<std::vector<event>> state_store::events_since(clock::wall_time t, std::size_t limit) const {
-  std::vector<std::uint64_t> seqs;
-  if (limit == 0)
-    return std::vector<event>{};
-  RK_RETURN_IF_ERROR(impl_->scan(prefix_event_time, key_event_time(ns(t), 0),
-                                 [&](std::string_view k, std::string_view) -> expected<bool> {
-                                   if (k.size() != prefix_event_time.size() + 16)
-                                     return status{errc::data_loss,
-                                                   "key '" + describe_key(k) + "' is not an event time key"};
-                                   seqs.push_back(detail::get_be64(k.substr(prefix_event_time.size() + 8)));
-                                   return seqs.size() < limit;
-                                 }));
-  std::vector<event> out;
-  out.reserve(seqs.size());
-  for (auto s : seqs) {
-    RK_ASSIGN_OR_RETURN(auto e, impl_->read_event(s));
-    out.push_back(std::move(e));
-  }
-  return out;
 }
 
 // ---- everything ----

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -173,6 +174,10 @@ struct state_store_options {
   /// Appended events not yet written beyond which `append_event` fails with resource_exhausted.
   /// Default: 100000.
   std::size_t event_max_pending = 100000;
+  /// Failure injection for tests: called before every write with what it writes ("write of key
+  /// 'epoch'", "event log: write of events 3..5"); an error it returns is the write's, nothing is
+  /// written, as when the disk refuses. Default: none.
+  std::function<status(std::string_view what)> refuse_write;
 };
 
 /// The supervisor's durable state in one RocksDB database per daemon data directory: the job, the
@@ -181,7 +186,7 @@ struct state_store_options {
 /// keys and the encoding of every value (versioned binary records with an xxHash64 each; a value
 /// that fails its checks reads as errc::data_loss naming the key, the byte offset and the field).
 ///
-/// Durability: `bump_epoch`, `put_job`, `put_membership`, `record_restart`, `commit_checkpoint` and
+/// Durability: `put_epoch`, `put_job`, `put_membership`, `record_restart`, `commit_checkpoint` and
 /// `delete_checkpoint` return after a synced write (the epoch is durable before it is announced).
 /// `set_snapshot_step` and `put_checkpoint` write without sync: they survive a process crash, and
 /// the next synced write makes them durable on power loss too. Events are written by a background
@@ -209,7 +214,7 @@ struct state_store_options {
 ///
 /// Thread-safety: the supervisor actor is the single writer: calls that change state are made by
 /// one thread at a time. `append_event` and `flush_events` may be called from any thread. Reads
-/// (`job`, `epoch`, `membership_at`, `events_after`, ...) may run concurrently with each other and
+/// (`job`, `epoch`, `latest_membership`, `events_after`, ...) may run concurrently with each other and
 /// with the writer; each read sees a consistent value per key. `close` (and the destructor) must
 /// not race with any other call.
 class state_store {
@@ -242,19 +247,20 @@ class state_store {
 
   // ---- epoch ----
 
-  /// The current epoch (0 before the first bump).
+  /// The newest epoch stored (0 before the first).
   [[nodiscard]] epoch_t epoch() const noexcept;
-  /// Increments the epoch and returns the new one after a synced write: once this returns, no
-  /// restart can hand out the same epoch again.
-  [[nodiscard]] expected<epoch_t> bump_epoch();
+  /// Stores `e` as the current epoch with a synced write, when it is newer than the stored one (a
+  /// compare-and-set: the supervisor's policy chooses epochs, the store makes them durable). Once
+  /// this returns ok, no restart can choose `e` again: a restarted supervisor resumes past it.
+  /// Errors: failed_precondition (the stored epoch is `e` or newer), the write's error (then
+  /// nothing may announce `e`).
+  [[nodiscard]] status put_epoch(epoch_t e);
 
   // ---- membership ----
 
   /// Stores the world of `m.epoch` (synced). REQUIRES: m.epoch <= epoch() (else
   /// failed_precondition); ranks unique (else invalid_argument). Sorts the ranks.
   [[nodiscard]] status put_membership(membership m);
-  /// The world of epoch `e`. Errors: not_found.
-  [[nodiscard]] expected<membership> membership_at(epoch_t e) const;
   /// The world of the newest epoch that has one, or nullopt.
   [[nodiscard]] expected<std::optional<membership>> latest_membership() const;
 
@@ -308,9 +314,6 @@ class state_store {
   /// Durable events after `seq`, in order, at most `limit`. To follow the log, call it again with
   /// the last sequence number returned.
   [[nodiscard]] expected<std::vector<event>> events_after(std::uint64_t seq, std::size_t limit = 10000) const;
-  /// Durable events whose wall time is at or after `t`, in wall-time order (ties by sequence), at
-  /// most `limit`.
-  [[nodiscard]] expected<std::vector<event>> events_since(clock::wall_time t, std::size_t limit = 10000) const;
 
   // ---- everything ----
 

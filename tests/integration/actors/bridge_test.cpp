@@ -38,7 +38,7 @@ TEST(bridge, messages_reach_named_actors_with_their_envelope_and_replies_come_ba
   auto* sb = server.b.get();
   auto echo = server.sys->spawn([sb](caf::event_based_actor*) -> caf::behavior {
     return {[sb](const envelope& from, const node_heartbeat& hb) {
-      sb->send(from.peer, "supervisor", from.actor, epoch_t{0}, caf::make_message(node_heartbeat{node_id{0}, hb.sequence + 1}));
+      sb->send(from.peer, "supervisor", from.actor, node_heartbeat{node_id{0}, hb.sequence + 1});
     }};
   });
   server.b->expose("supervisor", echo);
@@ -46,7 +46,7 @@ TEST(bridge, messages_reach_named_actors_with_their_envelope_and_replies_come_ba
   client.b->expose("agent", caf::actor{self});
   auto peer = client.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
   ASSERT_TRUE(peer) << peer.error();
-  client.b->send(peer->id, "agent", "supervisor", epoch_t{0}, caf::make_message(node_heartbeat{node_id{1}, 41}));
+  client.b->send(peer->id, "agent", "supervisor", node_heartbeat{node_id{1}, 41});
   bool got = false;
   self->receive([&](const envelope& from, const node_heartbeat& hb) {
     got = true;
@@ -58,7 +58,7 @@ TEST(bridge, messages_reach_named_actors_with_their_envelope_and_replies_come_ba
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
 }
 
-TEST(bridge, frames_of_an_older_epoch_are_dropped_and_counted) {
+TEST(bridge, a_fenced_message_of_an_older_epoch_is_dropped_and_counted_and_a_fact_passes) {
   process server{true, 0}, client{false, 1};
   caf::scoped_actor self{*server.sys};
   server.b->expose("supervisor", caf::actor{self});
@@ -67,16 +67,28 @@ TEST(bridge, frames_of_an_older_epoch_are_dropped_and_counted) {
   server.b->set_epoch(epoch_t{5});
   server.b->set_epoch(epoch_t{4});  // never moves back
   EXPECT_EQ(server.b->epoch(), epoch_t{5});
-  client.b->send(peer->id, "agent", "supervisor", epoch_t{3},
-                 caf::make_message(rank_exited{epoch_t{3}, rank_id{1}, node_id{1}, 0, 9, "zombie", 0}));
-  client.b->send(peer->id, "agent", "supervisor", epoch_t{5},
-                 caf::make_message(rank_exited{epoch_t{5}, rank_id{2}, node_id{1}, 0, 9, "current", 0}));
+  // A zombie rank of epoch 3 registers, a rank of epoch 5 reports trouble: the stamp is the
+  // message's own epoch, and only the current one is delivered.
+  client.b->send(peer->id, "agent", "supervisor", rank_ready{epoch_t{3}, rank_id{1}, node_id{1}, 0, 1, {}});
+  client.b->send(peer->id, "agent", "supervisor", rank_trouble{epoch_t{5}, rank_id{2}, node_id{1}, false, "current"});
+  // A process of epoch 3 exited: a fact, whatever the epoch, never dropped.
+  client.b->send(peer->id, "agent", "supervisor", rank_exited{epoch_t{3}, rank_id{1}, node_id{1}, 0, 9, "exited", 0});
   std::vector<std::string> seen;
-  for (int i = 0; i < 2; ++i)
-    self->receive([&](const envelope&, const rank_exited& e) { seen.push_back(e.detail); }, caf::after(2s) >> [] {});
-  ASSERT_EQ(seen.size(), 1u);
-  EXPECT_EQ(seen[0], "current");
+  for (int i = 0; i < 3; ++i)
+    self->receive([&](const envelope&, const rank_ready&) { seen.push_back("zombie"); },
+                  [&](const envelope& from, const rank_trouble& t) {
+                    EXPECT_EQ(from.epoch, epoch_t{5});
+                    seen.push_back(t.detail);
+                  },
+                  [&](const envelope& from, const rank_exited& e) {
+                    EXPECT_EQ(from.epoch, epoch_t{0}) << "facts travel unstamped";
+                    seen.push_back(e.detail);
+                  },
+                  caf::after(2s) >> [] {});
+  EXPECT_EQ(seen, (std::vector<std::string>{"current", "exited"}));
   EXPECT_EQ(server.b->stats().dropped_of(transport::drop_reason::stale_epoch), 1u);
+  EXPECT_TRUE(fenced<rank_ready> && fenced<kill_request> && fenced<start_training>);
+  EXPECT_FALSE(fenced<rank_exited> || fenced<snapshot_held> || fenced<shard_persisted> || fenced<node_heartbeat>);
 }
 
 TEST(bridge, bulk_payloads_travel_beside_their_header) {
@@ -88,8 +100,8 @@ TEST(bridge, bulk_payloads_travel_beside_their_header) {
   std::vector<std::byte> data(3 << 20);
   for (std::size_t i = 0; i < data.size(); ++i)
     data[i] = std::byte(static_cast<unsigned char>(i * 7));
-  client.b->send_bulk(peer->id, "checkpoint", "checkpoint", epoch_t{0},
-                      caf::make_message(replica_header{epoch_t{1}, rank_id{2}, step_t{10}, data.size(), 99}),
+  client.b->send_bulk(peer->id, "checkpoint", "checkpoint",
+                      replica_header{epoch_t{1}, rank_id{2}, step_t{10}, data.size(), 99},
                       transport::shared_bytes::copy_of(data));
   bool got = false;
   self->receive([&](const envelope&, const bulk_payload& p, const replica_header& h) {
@@ -105,7 +117,7 @@ TEST(bridge, a_frame_for_an_unknown_actor_is_counted) {
   process server{true, 0}, client{false, 1};
   auto peer = client.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
   ASSERT_TRUE(peer) << peer.error();
-  client.b->send(peer->id, "agent", "nobody", epoch_t{0}, caf::make_message(abort_epoch{epoch_t{1}}));
+  client.b->send(peer->id, "agent", "nobody", abort_epoch{epoch_t{1}});
   const auto deadline = std::chrono::steady_clock::now() + 30s;
   while (server.b->undeliverable() == 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(10ms);

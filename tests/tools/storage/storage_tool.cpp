@@ -117,8 +117,8 @@ int fill_store(const args& a) {
   if (auto r = st.put_job(j); !r.ok())
     return fail(r);
   for (int i = 0; i < 3; ++i)
-    if (auto e = st.bump_epoch(); !e)
-      return fail(e.error());
+    if (auto e = st.put_epoch(st.epoch().next()); !e.ok())
+      return fail(e);
   membership m;
   m.epoch = epoch_t{3};
   for (std::uint32_t r = 0; r < 4; ++r)
@@ -188,10 +188,10 @@ int bump_epochs(const args& a) {
   if (!s)
     return fail(s.error());
   for (;;) {
-    auto e = (*s)->bump_epoch();
-    if (!e)
-      return fail(e.error());
-    say("epoch " + std::to_string(e->value()));
+    const auto next = (*s)->epoch().next();
+    if (auto e = (*s)->put_epoch(next); !e.ok())
+      return fail(e);
+    say("epoch " + std::to_string(next.value()));
   }
 }
 

@@ -56,7 +56,7 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(s.restore_step, step_t{55});
   EXPECT_EQ(s.sources.at(0).kind, 1);
 
-  progress_batch batch{node_id{1}, {{epoch_t{2}, rank_id{1}, step_t{10}, 2.5, 100, 80, 20, 0, 1024}}};
+  progress_batch batch{epoch_t{2}, node_id{1}, {{epoch_t{2}, rank_id{1}, step_t{10}, 2.5, 100, 80, 20, 0, 1024}}};
   auto b = round_trip(batch);
   ASSERT_EQ(b.reports.size(), 1u);
   EXPECT_EQ(b.reports[0].loss, 2.5);
@@ -83,10 +83,10 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_TRUE(round_trip(rank_trouble{epoch_t{1}, rank_id{1}, node_id{0}, true, "silent"}).unresponsive);
   EXPECT_EQ(round_trip(rank_restored{epoch_t{1}, rank_id{1}, step_t{3}, "local memory", 4, 5}).restore_ns, 5);
   EXPECT_EQ(round_trip(snapshot_held{epoch_t{1}, rank_id{1}, step_t{3}, node_id{1}, 1}).kind, 1);
-  EXPECT_EQ(round_trip(kill_request{rank_id{1}, 19, "drill"}).signal, 19);
+  EXPECT_EQ(round_trip(kill_request{epoch_t{3}, rank_id{1}, 19, "drill"}).signal, 19);
   EXPECT_EQ(round_trip(job_finished{"failed", "limit"}).reason, "limit");
   EXPECT_EQ(round_trip(fail_node{"drill"}).reason, "drill");
-  const auto d = round_trip(drill_request{rank_id{2}, "slow", 2.5});
+  const auto d = round_trip(drill_request{epoch_t{3}, rank_id{2}, "slow", 2.5});
   EXPECT_EQ(d.rank, rank_id{2});
   EXPECT_EQ(d.kind, "slow");
   EXPECT_EQ(d.factor, 2.5);
@@ -122,6 +122,17 @@ TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives)
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "every name is its own";
   EXPECT_NE(std::find(names.begin(), names.end(), "start_training"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "shard_persisted"), names.end());
+}
+
+TEST(fence, a_message_of_an_epoch_is_fenced_by_its_own_epoch_and_a_fact_is_not) {
+  EXPECT_EQ(fenced_epoch(caf::make_message(kill_request{epoch_t{7}, rank_id{1}, 9, "hung"})), epoch_t{7});
+  EXPECT_EQ(fenced_epoch(caf::make_message(start_training{})), epoch_t{0});
+  EXPECT_EQ(stamp_of(kill_request{epoch_t{7}, rank_id{1}, 9, "hung"}), epoch_t{7});
+  // Facts hold across epochs: no fence, no stamp.
+  EXPECT_FALSE(fenced_epoch(caf::make_message(node_heartbeat{node_id{1}, 3, false})).has_value());
+  EXPECT_FALSE(fenced_epoch(caf::make_message(abort_epoch{epoch_t{7}})).has_value());
+  EXPECT_EQ(stamp_of(abort_epoch{epoch_t{7}}), epoch_t{0});
+  EXPECT_FALSE(fenced_epoch(caf::message{}).has_value());
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ struct recording_sink {
 };
 
 expected<std::uint64_t> add(event_writer& w) {
-  return w.append([](std::uint64_t seq) { return "e" + std::to_string(seq); }, 0);
+  return w.append([](std::uint64_t seq) { return "e" + std::to_string(seq); });
 }
 
 TEST(event_writer, batches_in_order_and_flush_waits_for_durability) {
