@@ -65,10 +65,8 @@ admin_client::~admin_client() {
   self_.reset();
 }
 
-expected<admin_reply> admin_client::call(const std::string& command, const std::vector<std::string>& args,
-                                         std::chrono::nanoseconds timeout) {
-  const auto id = next_id_++;
-  bridge_->send(supervisor_, "shell", "supervisor", admin_request{id, command, args});
+expected<admin_reply> admin_client::await(std::uint64_t id, std::string_view command,
+                                          std::chrono::nanoseconds timeout) {
   std::optional<admin_reply> reply;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!reply && std::chrono::steady_clock::now() < deadline) {
@@ -80,7 +78,10 @@ expected<admin_reply> admin_client::call(const std::string& command, const std::
                       caf::after(std::chrono::milliseconds{100}) >> [] {});
   }
   if (!reply)
-    return status{errc::timeout, "the supervisor at " + address_ + " did not answer '" + command + "' in time"};
+    return status{errc::timeout, "the supervisor at " + address_ + " did not answer '" + std::string{command} +
+                                     "' in time"};
+  if (!reply->ok)
+    return status{reply->code, std::move(reply->text)};
   return *reply;
 }
 

@@ -36,15 +36,21 @@ class admin_client {
                                                          std::chrono::nanoseconds timeout);
   ~admin_client();
 
-  /// Sends a command and waits for its reply.
-  expected<admin_reply> call(const std::string& command, const std::vector<std::string>& args,
-                             std::chrono::nanoseconds timeout);
+  /// Sends a request (one of admin_requests) and waits for its reply. Errors: the supervisor's
+  /// refusal (its code and reason), timeout when no reply came.
+  template <class Request>
+  expected<admin_reply> call(Request request, std::chrono::nanoseconds timeout) {
+    request.id = next_id_++;
+    bridge_->send(supervisor_, "shell", "supervisor", request);
+    return await(request.id, Request::command, timeout);
+  }
   [[nodiscard]] const std::string& address() const noexcept { return address_; }
   /// The role the supervisor granted: 1 admin, 2 read-only.
   [[nodiscard]] std::uint8_t role() const noexcept { return role_; }
 
  private:
   admin_client() = default;
+  expected<admin_reply> await(std::uint64_t id, std::string_view command, std::chrono::nanoseconds timeout);
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> system_;
   std::unique_ptr<bridge> bridge_;

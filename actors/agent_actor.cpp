@@ -13,17 +13,6 @@
 
 namespace rekindle::actors {
 
-namespace {
-
-std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
-  const auto colon = a.rfind(':');
-  if (colon == std::string::npos)
-    return {a, 0};
-  return {a.substr(0, colon), static_cast<std::uint16_t>(std::stoi(a.substr(colon + 1)))};
-}
-
-}  // namespace
-
 agent_actor::agent_actor(caf::actor_config& cfg, node_context* ctx, caf::actor checkpoint)
     : caf::event_based_actor(cfg), ctx_(ctx), checkpoint_(std::move(checkpoint)) {}
 
@@ -36,7 +25,7 @@ void agent_actor::to_supervisor(const T& msg) {
 template <class T>
 void agent_actor::to_worker(const worker& w, const T& msg) {
   if (w.peer)
-    ctx_->transport->send(*w.peer, "agent", "worker", msg);
+    ctx_->bridge->send(*w.peer, "agent", "worker", msg);
 }
 
 agent_actor::worker* agent_actor::by_peer(transport::peer_id peer) {
@@ -61,10 +50,18 @@ void agent_actor::connect_to_supervisor() {
     delayed_send(this, std::chrono::milliseconds{200}, connect_atom::value);
     return;
   }
+  auto to = parse_host_port(address);
+  if (!to) {
+    // Retried: the address may come from a file the supervisor's daemon has yet to rewrite.
+    if (address != bad_address_)
+      spdlog::error("agent: the supervisor's address is unusable: {}", to.error().message());
+    bad_address_ = address;
+    delayed_send(this, std::chrono::seconds{1}, connect_atom::value);
+    return;
+  }
   connecting_ = true;
-  auto [host, port] = split_address(address);
   caf::actor self = this;
-  ctx_->transport->connect(host, port, [self](expected<transport::peer_info> r) {
+  ctx_->bridge->connect(to->host, to->port, [self](expected<transport::peer_info> r) {
     if (r)
       caf::anon_send(self, connect_atom::value, r->id);
     else
@@ -82,8 +79,8 @@ void agent_actor::on_supervisor_up(transport::peer_id peer) {
 }
 
 caf::behavior agent_actor::make_behavior() {
-  ctx_->transport->expose("agent", this);
-  ctx_->transport->watch_peers(this);
+  ctx_->bridge->expose("agent", this);
+  ctx_->bridge->watch_peers(this);
   send(this, connect_atom::value);
   delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
   return {
@@ -168,7 +165,7 @@ caf::behavior agent_actor::make_behavior() {
       // ---- from the supervisor ----
       [this](const envelope&, const assign_ranks& a) { apply(a); },
       [this](const envelope&, const abort_epoch& a) {
-        ctx_->transport->set_epoch(a.epoch);
+        ctx_->bridge->set_epoch(a.epoch);
         if (a.epoch > epoch_)
           epoch_ = a.epoch;
         started_.reset();
@@ -194,18 +191,18 @@ caf::behavior agent_actor::make_behavior() {
       },
       [this](const envelope&, const drill_request& d) {
         if (auto* w = by_rank(d.rank)) {
-          spdlog::warn("agent: fault drill on rank={} pid={}: {} (factor {})", d.rank.value(), w->pid, d.kind, d.factor);
+          spdlog::warn("agent: fault drill on rank={} pid={}: {} (factor {})", d.rank.value(), w->pid, to_string(d.kind), d.factor);
           to_worker(*w, d);
         }
       },
       [this](const envelope&, const partition_request& p) {
         spdlog::warn("agent: partition drill: traffic with node {} dropped for {} ms", p.peer.value(), p.duration_ns / 1000000);
-        ctx_->transport->cut_off(p.peer, std::chrono::nanoseconds{p.duration_ns});
+        ctx_->bridge->cut_off(p.peer, std::chrono::nanoseconds{p.duration_ns});
         // The data plane crosses the cut too: this node's ranks stall their steps as long (their
         // ring reaches the other node; its ranks wait on them in turn).
         for (auto& [i, w] : workers_)
           if (w.rank && !w.retiring)
-            to_worker(w, drill_request{w.epoch, *w.rank, "stall", static_cast<double>(p.duration_ns) / 1e9});
+            to_worker(w, drill_request{w.epoch, *w.rank, drill_kind::stall, static_cast<double>(p.duration_ns) / 1e9});
       },
       [this](const envelope&, const fail_node& f) {
         spdlog::warn("agent: node fault drill ({}): this daemon dies now", f.reason);
@@ -264,7 +261,7 @@ caf::behavior agent_actor::make_behavior() {
 void agent_actor::apply(const assign_ranks& a) {
   epoch_ = a.epoch;
   world_ = a.world;
-  ctx_->transport->set_epoch(a.epoch);
+  ctx_->bridge->set_epoch(a.epoch);
   started_.reset();
   forget_stale_progress();
   assignment_.clear();
@@ -350,7 +347,7 @@ std::int32_t agent_actor::fork_worker(std::optional<std::uint32_t> local_index) 
                                 "--node",
                                 ctx_->node_name(),
                                 "--agent",
-                                "127.0.0.1:" + std::to_string(ctx_->transport->port()),
+                                "127.0.0.1:" + std::to_string(ctx_->bridge->port()),
                                 "--data-dir",
                                 ctx_->data_dir.string(),
                                 "--config",

@@ -70,6 +70,8 @@ class agent_actor : public caf::event_based_actor {
   node_context* ctx_;
   caf::actor checkpoint_;
   bool connecting_ = false;
+  /// The last supervisor address that could not be parsed (logged once).
+  std::string bad_address_;
   std::uint64_t heartbeat_seq_ = 0;
   epoch_t epoch_;
   std::uint32_t world_ = 0;

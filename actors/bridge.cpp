@@ -160,6 +160,12 @@ void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
     spdlog::warn("undecodable message for '{}' from {} dropped: {}", f.header.dst_actor, from.name, system_.render(err));
     return;
   }
+  if (!well_formed(msg)) {
+    undeliverable_.fetch_add(1);
+    spdlog::warn("message for '{}' from {} dropped: an enum field holds no value of its type", f.header.dst_actor,
+                 from.name);
+    return;
+  }
   // The fence: a message of an older epoch is never delivered.
   if (const auto e = fenced_epoch(msg); e && e->value() < epoch_.load()) {
     messenger_->count_drop(transport::drop_reason::stale_epoch);

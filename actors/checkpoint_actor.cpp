@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "common/checksum.hpp"
+#include "common/text.hpp"
 
 namespace rekindle::actors {
 /// Work to finish inside the actor after a transport callback.
@@ -26,13 +27,6 @@ namespace {
 
 /// Snapshots skipped in a row after which the wait is logged.
 constexpr std::uint64_t long_wait = 2 * policy::snapshots_per_anchor;
-
-std::pair<std::string, std::uint16_t> split_address(const std::string& a) {
-  const auto colon = a.rfind(':');
-  if (colon == std::string::npos)
-    return {a, 0};
-  return {a.substr(0, colon), static_cast<std::uint16_t>(std::stoi(a.substr(colon + 1)))};
-}
 
 // REKINDLE_FAULT_PERSIST="<sync point>[@<n> | @<file>]": the daemon kills itself with SIGKILL when
 // its n-th shard write (default: the first), or any shard write once <file> exists, reaches the
@@ -94,7 +88,7 @@ checkpoint_actor::checkpoint_actor(caf::actor_config& cfg, node_context* ctx, st
       window_(ctx->spec.checkpoint.snapshot_every) {}
 
 caf::behavior checkpoint_actor::make_behavior() {
-  ctx_->transport->expose("checkpoint", this);
+  ctx_->bridge->expose("checkpoint", this);
   return {
       [this](const envelope&, const snapshot_taken& s) {
         if (s.local_index >= slots_.size())
@@ -102,8 +96,8 @@ caf::behavior checkpoint_actor::make_behavior() {
         if (const auto n = std::exchange(skipped_[s.local_index], 0); n >= long_wait)
           spdlog::info("rank {}: snapshots go on after {} skipped", s.rank.value(), n);
         for (const auto& d : s.dropped)
-          ctx_->supervisor->send("checkpoint", snapshot_dropped{d.epoch, d.rank, d.step, ctx_->node, 0});
-        ctx_->supervisor->send("checkpoint", snapshot_held{s.epoch, s.rank, s.step, ctx_->node, 0});
+          ctx_->supervisor->send("checkpoint", snapshot_dropped{d.epoch, d.rank, d.step, ctx_->node, copy_kind::local_slot});
+        ctx_->supervisor->send("checkpoint", snapshot_held{s.epoch, s.rank, s.step, ctx_->node, copy_kind::local_slot});
         replicate(s.local_index, {s.epoch, s.rank, s.step});
       },
       [this](const envelope&, const snapshot_skipped& s) {
@@ -132,9 +126,9 @@ caf::behavior checkpoint_actor::make_behavior() {
         replicas_.push_back({tag, h.checksum, p.bytes});
         for (const auto& gone : window_.add(tag)) {
           std::erase_if(replicas_, [&](const replica& x) { return x.tag == gone; });
-          ctx_->supervisor->send("checkpoint", snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, 1});
+          ctx_->supervisor->send("checkpoint", snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, copy_kind::buddy_replica});
         }
-        ctx_->supervisor->send("checkpoint", snapshot_held{h.epoch, h.rank, h.step, ctx_->node, 1});
+        ctx_->supervisor->send("checkpoint", snapshot_held{h.epoch, h.rank, h.step, ctx_->node, copy_kind::buddy_replica});
       },
       [this](const envelope& from, const state_request& r) {
         if (r.holder == ctx_->node)
@@ -150,7 +144,7 @@ caf::behavior checkpoint_actor::make_behavior() {
         forwarded_.erase(it);
         state_reply out = r;
         out.id = f.requester_id;
-        ctx_->transport->send_bulk(f.requester, "checkpoint", f.requester_actor, out, p.bytes);
+        ctx_->bridge->send_bulk(f.requester, "checkpoint", f.requester_actor, out, p.bytes);
       },
       [this](const envelope&, const state_reply& r) {
         auto it = forwarded_.find(r.id);
@@ -192,9 +186,9 @@ void checkpoint_actor::report_all() {
   for (const auto& slot : slots_)
     for (const auto& h : slot.halves())
       if (h)
-        ctx_->supervisor->send("checkpoint", snapshot_held{h->epoch, h->rank, h->step, ctx_->node, 0});
+        ctx_->supervisor->send("checkpoint", snapshot_held{h->epoch, h->rank, h->step, ctx_->node, copy_kind::local_slot});
   for (const auto& r : window_.all())
-    ctx_->supervisor->send("checkpoint", snapshot_held{r.epoch, r.rank, r.step, ctx_->node, 1});
+    ctx_->supervisor->send("checkpoint", snapshot_held{r.epoch, r.rank, r.step, ctx_->node, copy_kind::buddy_replica});
 }
 
 void checkpoint_actor::with_peer(const std::string& address, std::function<void(expected<transport::peer_id>)> then) {
@@ -203,14 +197,18 @@ void checkpoint_actor::with_peer(const std::string& address, std::function<void(
     return;
   }
   // One connection per address: callers while it is being made wait for it.
+  auto to = parse_host_port(address);
+  if (!to) {
+    then(to.error());
+    return;
+  }
   auto& waiting = connecting_[address];
   waiting.push_back(std::move(then));
   if (waiting.size() > 1)
     return;
-  auto [host, port] = split_address(address);
   caf::actor self = this;
   // The connection completes on the transport's thread; continue inside this actor.
-  ctx_->transport->connect(host, port, [self, address](expected<transport::peer_info> r) mutable {
+  ctx_->bridge->connect(to->host, to->port, [self, address](expected<transport::peer_info> r) mutable {
     caf::anon_send(self, checkpoint_continuation{[address, r = std::move(r)](checkpoint_actor* a) {
                      auto callers = std::move(a->connecting_[address]);
                      a->connecting_.erase(address);
@@ -322,12 +320,12 @@ void checkpoint_actor::replicate(std::uint32_t local_index, const policy::copy_t
                    buddy_address_, p.error().message());
       return;
     }
-    ctx_->transport->send_bulk(*p, "checkpoint", "checkpoint", header, payload);
+    ctx_->bridge->send_bulk(*p, "checkpoint", "checkpoint", header, payload);
   });
 }
 
 void checkpoint_actor::reply_error(transport::peer_id to, const std::string& actor, std::uint64_t id, const std::string& why) {
-  ctx_->transport->send(to, "checkpoint", actor, state_reply{id, false, why, 0, 0});
+  ctx_->bridge->send(to, "checkpoint", actor, state_reply{id, false, why, 0, 0});
 }
 
 void checkpoint_actor::serve(const envelope& from, const state_request& r) {
@@ -341,7 +339,7 @@ void checkpoint_actor::serve(const envelope& from, const state_request& r) {
     return std::any_of(halves.begin(), halves.end(),
                        [&](const auto& h) { return h && h->rank == r.rank && (!step || h->step == *step); });
   };
-  if (r.kind == 0) {
+  if (r.kind == copy_kind::local_slot) {
     for (std::uint32_t local = 0; local < slots_.size() && !found; ++local) {
       if (!holds_rank(slots_[local], r.step))
         continue;
@@ -360,7 +358,7 @@ void checkpoint_actor::serve(const envelope& from, const state_request& r) {
       checksum = view->checksum;
       found = transport::shared_bytes{std::move(copy)};
     }
-  } else if (r.kind == 1) {
+  } else if (r.kind == copy_kind::buddy_replica) {
     for (const auto& rep : replicas_)
       if (rep.tag.rank == r.rank && rep.tag.step == r.step) {
         found = rep.bytes;
@@ -369,13 +367,13 @@ void checkpoint_actor::serve(const envelope& from, const state_request& r) {
   } else {
     error = "checkpoints on disk are not held by " + where;
   }
-  if (!found && r.kind == 1) {
+  if (!found && r.kind == copy_kind::buddy_replica) {
     std::string steps;
     for (const auto& c : window_.of(r.rank))
       steps += (steps.empty() ? "" : ", ") + std::to_string(c.step.value()) + " (epoch " + std::to_string(c.epoch.value()) + ")";
     error += " (replicas of rank " + std::to_string(r.rank.value()) + " here: " + (steps.empty() ? "none" : steps) + ")";
   }
-  if (!found && r.kind == 0 && error.ends_with(" is not held on " + where)) {
+  if (!found && r.kind == copy_kind::local_slot && error.ends_with(" is not held on " + where)) {
     // Say what the rank's slot holds instead.
     for (std::uint32_t local = 0; local < slots_.size(); ++local) {
       if (!holds_rank(slots_[local], std::nullopt))
@@ -390,7 +388,7 @@ void checkpoint_actor::serve(const envelope& from, const state_request& r) {
     reply_error(from.peer, from.actor, r.id, error);
     return;
   }
-  ctx_->transport->send_bulk(from.peer, "checkpoint", from.actor, state_reply{r.id, true, "", found->size(), checksum}, *found);
+  ctx_->bridge->send_bulk(from.peer, "checkpoint", from.actor, state_reply{r.id, true, "", found->size(), checksum}, *found);
 }
 
 void checkpoint_actor::forward(const envelope& from, const state_request& r) {
@@ -408,7 +406,7 @@ void checkpoint_actor::forward(const envelope& from, const state_request& r) {
       }
       return;
     }
-    ctx_->transport->send(*p, "checkpoint", "checkpoint", out);
+    ctx_->bridge->send(*p, "checkpoint", "checkpoint", out);
   });
 }
 

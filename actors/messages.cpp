@@ -1,17 +1,68 @@
 #include "actors/messages.hpp"
 
+#include <algorithm>
+
 namespace rekindle::actors {
+
+std::string_view to_string(drill_kind k) noexcept {
+  switch (k) {
+    case drill_kind::hang: return "hang";
+    case drill_kind::slow: return "slow";
+    case drill_kind::stall: return "stall";
+  }
+  return "unknown drill";
+}
 
 namespace {
 
-template <class... Ts>
-struct type_list {};
-
-using all_types = type_list<node_hello, node_heartbeat, rank_assignment, assign_ranks, abort_epoch, rank_ready,
+using wire_types = type_list<node_hello, node_heartbeat, rank_assignment, assign_ranks, abort_epoch, rank_ready,
                             restore_source, start_training, rank_exited, rank_trouble, progress_report, progress_batch,
                             rank_restored, snapshot_held, snapshot_dropped, snapshot_committed, restore_failed, kill_request, fail_node, job_finished, worker_hello, worker_activate, worker_heartbeat,
                             worker_assignment, snapshot_taken, snapshot_skipped, replica_header, state_request, state_reply, persist_request,
-                            shard_persisted, admin_request, admin_reply, drill_request, partition_request, child_exited>;
+                            shard_persisted, admin_reply, drill_request, partition_request, child_exited>;
+
+// Each enum a message can carry, checked against its values.
+bool known(copy_kind k) { return static_cast<std::uint8_t>(k) < copy_kinds; }
+bool known(drill_kind k) { return static_cast<std::uint8_t>(k) < drill_kinds; }
+bool known(errc c) { return c >= errc::invalid_argument && c <= errc::internal; }
+
+// The enum fields of each message type that has any; every other type has none to check.
+template <class T>
+bool fields_known(const T&) {
+  return true;
+}
+bool fields_known(const restore_source& x) { return known(x.kind); }
+bool fields_known(const start_training& x) {
+  return std::all_of(x.sources.begin(), x.sources.end(), [](const restore_source& s) { return known(s.kind); });
+}
+bool fields_known(const snapshot_held& x) { return known(x.kind); }
+bool fields_known(const snapshot_dropped& x) { return known(x.kind); }
+bool fields_known(const restore_failed& x) { return known(x.kind); }
+bool fields_known(const state_request& x) { return known(x.kind); }
+bool fields_known(const drill_request& x) { return known(x.kind); }
+bool fields_known(const admin_drill& x) { return known(x.kind); }
+bool fields_known(const admin_reply& x) { return x.ok || known(x.code); }
+
+template <class T>
+bool known_if(const caf::message& msg, bool& ok) {
+  if (!msg.match_element<T>(0))
+    return false;
+  ok = fields_known(msg.get_as<T>(0));
+  return true;
+}
+
+template <class... Ts>
+bool well_formed(const caf::message& msg, type_list<Ts...>) {
+  bool ok = true;
+  (known_if<Ts>(msg, ok) || ...);
+  return ok;
+}
+
+template <class... As, class... Bs>
+type_list<As..., Bs...> operator+(type_list<As...>, type_list<Bs...>) {
+  return {};
+}
+using all_types = decltype(wire_types{} + admin_requests{});
 
 // Reads the name an inspect function declares, ignoring the fields.
 struct name_reader {
@@ -65,6 +116,8 @@ std::optional<epoch_t> fenced_epoch(const caf::message& msg, type_list<Ts...>) {
 std::optional<epoch_t> fenced_epoch(const caf::message& msg) {
   return msg.empty() ? std::nullopt : fenced_epoch(msg, all_types{});
 }
+
+bool well_formed(const caf::message& msg) { return msg.empty() || well_formed(msg, all_types{}); }
 
 void register_message_types(caf::actor_system_config& cfg) { register_all(cfg, all_types{}); }
 

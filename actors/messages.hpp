@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/error.hpp"
 #include "common/ids.hpp"
 #include "policy/snapshot_custody.hpp"
 
@@ -82,8 +84,7 @@ struct rank_ready {
 struct restore_source {
   rank_id old_rank;
   node_id holder;
-  /// 0: the holder's own slot of that rank, 1: a buddy replica, 2: a checkpoint on disk.
-  std::uint8_t kind = 0;
+  copy_kind kind = copy_kind::local_slot;
 };
 
 /// Every rank registered: train from `restore_step` (0: from scratch).
@@ -166,8 +167,7 @@ struct snapshot_held {
   rank_id rank;
   step_t step;
   node_id holder;
-  /// As restore_source::kind.
-  std::uint8_t kind = 0;
+  copy_kind kind = copy_kind::local_slot;
 };
 
 /// A node no longer holds a copy it reported (a slot half rewritten, a replica evicted).
@@ -176,8 +176,7 @@ struct snapshot_dropped {
   rank_id rank;
   step_t step;
   node_id holder;
-  /// As restore_source::kind.
-  std::uint8_t kind = 0;
+  copy_kind kind = copy_kind::local_slot;
 };
 
 /// Every rank of the current world holds `step` in enough places (its own slot and a buddy's
@@ -199,7 +198,7 @@ struct restore_failed {
   /// The copy that failed.
   rank_id old_rank;
   node_id holder;
-  std::uint8_t kind = 0;
+  copy_kind kind = copy_kind::local_slot;
   std::string detail;
 };
 
@@ -212,14 +211,24 @@ struct kill_request {
   std::string reason;
 };
 
-/// Fault drill on one rank's process, which stays alive: "hang" stops its training before its next
-/// step (its peers wait in their collectives, as behind a stuck kernel); "slow" makes each of its
-/// steps take `factor` times as long (1 ends the drill); "stall" starts no step for `factor`
-/// seconds (a partition across the rank's ring).
+/// A fault drill on one rank's process, which stays alive.
+enum class drill_kind : std::uint8_t {
+  /// Training stops before its next step; its peers wait in their collectives, as behind a stuck
+  /// kernel.
+  hang,
+  /// Each step's compute takes `factor` times as long (1 ends the drill).
+  slow,
+  /// No step starts for `factor` seconds (a partition across the rank's ring).
+  stall,
+};
+inline constexpr std::uint8_t drill_kinds = 3;
+/// "hang", "slow", "stall".
+[[nodiscard]] std::string_view to_string(drill_kind k) noexcept;
+
 struct drill_request {
   epoch_t epoch;
   rank_id rank;
-  std::string kind;
+  drill_kind kind = drill_kind::hang;
   double factor = 1.0;
 };
 
@@ -334,8 +343,7 @@ struct state_request {
   std::uint64_t id = 0;
   rank_id rank;
   step_t step;
-  /// 0: the holder's slot, 1: its replica, 2: disk.
-  std::uint8_t kind = 0;
+  copy_kind kind = copy_kind::local_slot;
   node_id holder;
   /// host:port of the holder's daemon.
   std::string holder_address;
@@ -351,12 +359,6 @@ struct state_reply {
 };
 
 // ---- inspect functions ---------------------------------------------------------------------------
-
-#define RK_INSPECT_LOCAL(type, ...)                                           \
-  template <class Inspector>                                                  \
-  typename Inspector::result_type inspect(Inspector& f, type& x) {            \
-    return f(caf::meta::type_name(#type), __VA_ARGS__);                      \
-  }
 
 #define RK_INSPECT(type, ...)                                                 \
   template <class Inspector>                                                  \
@@ -402,25 +404,152 @@ RK_INSPECT(shard_persisted, x.epoch, x.step, x.rank, x.node, x.ok, x.file, x.siz
 
 
 // ---- admin shell ↔ supervisor -----------------------------------------------------------------------
+//
+// Each command is its own message type, parsed once where it is typed (the shell's CLI11, replay's
+// trace) and checked again by the supervisor against the job (a rank that is placed, a node that is
+// up, a value in range). `command` names it in refusals; `changes_job` says whether a read-only
+// token may send it. Every request is answered by one admin_reply with the same id.
 
-/// A command from an operator's shell (or a tool): "status", "kill", "events", ...
-struct admin_request {
+/// The job's status (job_status.hpp, as JSON); `full` adds every step's loss and time (report.json).
+struct admin_status {
+  static constexpr std::string_view command = "status";
+  static constexpr bool changes_job = false;
   std::uint64_t id = 0;
-  std::string command;
-  std::vector<std::string> args;
+  bool full = false;
 };
 
-/// The answer: a code as the shell's exit status (0 ok, 2 bad request, 3 refused, 1 failed),
-/// text for people and JSON for scripts.
+/// The loss curve in at most `points` buckets (1..100000), with the steps where failures struck.
+struct admin_loss {
+  static constexpr std::string_view command = "loss";
+  static constexpr bool changes_job = false;
+  std::uint64_t id = 0;
+  std::uint32_t points = 200;
+};
+
+/// At most 1000 events after sequence number `after`, oldest first.
+struct admin_events {
+  static constexpr std::string_view command = "events";
+  static constexpr bool changes_job = false;
+  std::uint64_t id = 0;
+  std::uint64_t after = 0;
+};
+
+/// Fault drill: signal (1..64) a placed rank's process.
+struct admin_kill {
+  static constexpr std::string_view command = "kill";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  rank_id rank;
+  std::int32_t signal = 9;
+};
+
+/// Fault drill: a placed rank hangs, or its compute is slowed by `factor` (1..100; 1 ends it).
+/// Only hang and slow are operators' drills (stall is the agent's, for partitions).
+struct admin_drill {
+  static constexpr std::string_view command = "drill";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  rank_id rank;
+  drill_kind kind = drill_kind::hang;
+  double factor = 1.0;
+};
+
+/// Fault drill: the named node's daemon dies at once.
+struct admin_fail_node {
+  static constexpr std::string_view command = "fail node";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  std::string node;
+};
+
+/// Fault drill: traffic between two named nodes is dropped for `duration_ns` (100 ms..1 h).
+struct admin_partition {
+  static constexpr std::string_view command = "partition";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  std::string node1;
+  std::string node2;
+  std::int64_t duration_ns = 0;
+};
+
+/// Pause training (the ranks wait, processes stay), or resume it in a new epoch.
+struct admin_pause {
+  static constexpr std::string_view command = "pause/resume";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  bool pause = true;
+};
+
+/// Move the named node's ranks to a spare (or shrink the world) and stop using it.
+struct admin_drain {
+  static constexpr std::string_view command = "drain";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  std::string node;
+};
+
+/// Resize the data-parallel world to `ranks` ranks.
+struct admin_scale {
+  static constexpr std::string_view command = "scale";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  std::uint32_t ranks = 0;
+};
+
+/// New micro-batch shares: "measured", "speeds" or "equal" (as job.balance), through a new epoch.
+struct admin_rebalance {
+  static constexpr std::string_view command = "rebalance";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  std::string how = "measured";
+};
+
+/// A checkpoint on disk at the next anchor, whatever checkpoint.persist_every says.
+struct admin_checkpoint_now {
+  static constexpr std::string_view command = "checkpoint now";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+};
+
+/// Stop the job; every rank ends, state is kept.
+struct admin_stop {
+  static constexpr std::string_view command = "stop";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  std::string reason;
+};
+
+/// The answer to any admin request: done (`ok`, with text for people and JSON for scripts), or
+/// refused with `code` and the reason in `text`.
 struct admin_reply {
   std::uint64_t id = 0;
-  std::int32_t code = 0;
+  bool ok = true;
+  errc code = errc::internal;
   std::string text;
   std::string json;
 };
 
-RK_INSPECT(admin_request, x.id, x.command, x.args)
-RK_INSPECT(admin_reply, x.id, x.code, x.text, x.json)
+/// Every admin request type, in one list: registered with CAF and answered by the supervisor.
+template <class... Ts>
+struct type_list {};
+using admin_requests = type_list<admin_status, admin_loss, admin_events, admin_kill, admin_drill, admin_fail_node,
+                                 admin_partition, admin_pause, admin_drain, admin_scale, admin_rebalance,
+                                 admin_checkpoint_now, admin_stop>;
+
+RK_INSPECT(admin_status, x.id, x.full)
+RK_INSPECT(admin_loss, x.id, x.points)
+RK_INSPECT(admin_events, x.id, x.after)
+RK_INSPECT(admin_kill, x.id, x.rank, x.signal)
+RK_INSPECT(admin_drill, x.id, x.rank, x.kind, x.factor)
+RK_INSPECT(admin_fail_node, x.id, x.node)
+RK_INSPECT(admin_partition, x.id, x.node1, x.node2, x.duration_ns)
+RK_INSPECT(admin_pause, x.id, x.pause)
+RK_INSPECT(admin_drain, x.id, x.node)
+RK_INSPECT(admin_scale, x.id, x.ranks)
+RK_INSPECT(admin_rebalance, x.id, x.how)
+RK_INSPECT(admin_checkpoint_now, x.id)
+RK_INSPECT(admin_stop, x.id, x.reason)
+RK_INSPECT(admin_reply, x.id, x.ok, x.code, x.text, x.json)
 
 // ---- within one process ---------------------------------------------------------------------------
 
@@ -435,7 +564,7 @@ struct child_exited {
   std::int32_t status = 0;
   std::int64_t at_ns = 0;
 };
-RK_INSPECT_LOCAL(child_exited, x.pid, x.status, x.at_ns)
+RK_INSPECT(child_exited, x.pid, x.status, x.at_ns)
 
 // ---- fencing ----------------------------------------------------------------------------------
 
@@ -474,6 +603,11 @@ template <class T>
 /// from the message itself, not from the frame that carried it), else nullopt.
 [[nodiscard]] std::optional<epoch_t> fenced_epoch(const caf::message& msg);
 
+/// Whether every enum field of the message's first element holds one of its enum's values. CAF
+/// loads an enum by casting whatever number the frame holds, so the bridge asks this of every
+/// message it decodes and drops one that fails (a damaged frame, or a newer sender's kind).
+[[nodiscard]] bool well_formed(const caf::message& msg);
+
 /// Registers every message type above with `cfg` (both ends of a bridge must).
 void register_message_types(caf::actor_system_config& cfg);
 
@@ -481,6 +615,5 @@ void register_message_types(caf::actor_system_config& cfg);
 std::vector<std::string> message_type_names();
 
 #undef RK_INSPECT
-#undef RK_INSPECT_LOCAL
 
 }  // namespace rekindle::actors

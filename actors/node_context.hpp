@@ -71,7 +71,8 @@ struct node_context {
   /// host:port of the supervisor's daemon when given on the command line (else see
   /// supervisor_address()).
   std::string supervisor_override;
-  bridge* transport = nullptr;
+  /// The process's bridge: messages to and from other processes, fenced by epoch.
+  actors::bridge* bridge = nullptr;
   supervisor_link* supervisor = nullptr;
   const clock* time = nullptr;
 

@@ -98,7 +98,7 @@ int run_node_daemon(daemon_options o) {
     spdlog::error("cannot start the transport: {}", b.error().message());
     return 3;
   }
-  ctx.transport = b->get();
+  ctx.bridge = b->get();
   ctx.address = me.host + ":" + std::to_string((*b)->port());
   supervisor_link link{**b};
   ctx.supervisor = &link;

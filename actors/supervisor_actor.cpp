@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "actors/job_status.hpp"
 #include "common/checksum.hpp"
 #include "common/text.hpp"
 #include "config/load.hpp"
@@ -31,10 +32,6 @@ std::uint64_t config_hash(const config::spec& s) {
   return xxh64(std::as_bytes(std::span<const char>(text.data(), text.size())));
 }
 
-std::string kind_name(std::uint8_t kind) {
-  return kind == 0 ? "local memory" : kind == 1 ? "buddy memory" : "disk";
-}
-
 void write_atomically(const std::filesystem::path& path, const std::string& text) {
   const auto tmp = path.string() + ".tmp";
   {
@@ -46,16 +43,6 @@ void write_atomically(const std::filesystem::path& path, const std::string& text
 }
 
 }  // namespace
-
-double recovery_record::detect_s() const { return injected_ns > 0 ? seconds(detected_ns - injected_ns) : 0.0; }
-double recovery_record::respawn_s() const { return ready_ns > 0 ? seconds(ready_ns - detected_ns) : 0.0; }
-double recovery_record::rendezvous_s() const {
-  return started_ns > 0 ? seconds(started_ns - ready_ns) + seconds(connect_ns) : 0.0;
-}
-double recovery_record::restore_s() const { return seconds(restore_ns); }
-double recovery_record::total_s() const {
-  return first_step_ns > 0 ? seconds(first_step_ns - (injected_ns > 0 ? injected_ns : detected_ns)) : 0.0;
-}
 
 supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store)
     : caf::event_based_actor(cfg),
@@ -102,21 +89,8 @@ void supervisor_actor::event(const std::string& kind, const std::string& detail,
 
 void supervisor_actor::open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
                                      std::int64_t injected_ns) {
-  if (finished_)
-    return;
-  if (open_recovery_ && !recoveries_[*open_recovery_].done)
-    return;  // a failure during a recovery folds into it
-  recovery_record r;
-  r.cause = cause;
-  if (rank)
-    r.rank = rank->value();
-  if (node)
-    r.node = node->value();
-  r.failed_at_step = max_step_;
-  r.injected_ns = injected_ns;
-  r.detected_ns = now_ns(*ctx_->time);
-  recoveries_.push_back(r);
-  open_recovery_ = recoveries_.size() - 1;
+  if (!finished_)
+    (void)recoveries_.open(cause, rank, node, max_step_, injected_ns, now_ns(*ctx_->time));
 }
 
 void supervisor_actor::execute(std::vector<policy_action> actions) {
@@ -138,13 +112,12 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       }
       // Shards of the old epoch's ranks may never all arrive.
       carry_out(checkpoints_.on_epoch(pe->epoch));
-      ctx_->transport->set_epoch(pe->epoch);
+      ctx_->bridge->set_epoch(pe->epoch);
       addresses_.clear();
       for (auto& [r, s] : ranks_)
         s.state = "restarting";
       assigned = true;
-      if (open_recovery_)
-        recoveries_[*open_recovery_].epoch = pe->epoch.value();
+      recoveries_.on_epoch(pe->epoch);
     } else if (auto* bu = std::get_if<assign_buddies>(&action)) {
       buddies = std::move(bu->buddy_of);
     } else if (auto* ab = std::get_if<abort_ranks>(&action)) {
@@ -172,7 +145,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       st.node_addresses = node_addresses_;
       st.micro_batches = shares_for_epoch(se->placement);
       for (const auto& s : se->sources)
-        st.sources.push_back({s.old_rank, s.holder, static_cast<std::uint8_t>(s.where)});
+        st.sources.push_back({s.old_rank, s.holder, s.where});
       for (const auto& slot : se->placement) {
         st.addresses.push_back(addresses_[slot.rank]);
         storage::rank_member member;
@@ -197,14 +170,12 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
         spdlog::error("the membership could not be stored: {}", s.message());
       for (auto n : nodes)
         to_agent(n, st);
-      if (open_recovery_) {
-        auto& r = recoveries_[*open_recovery_];
-        r.started_ns = now_ns(*ctx_->time);
-        r.restored_step = se->restore_step.value();
-        r.source = se->sources.empty() ? "none" : kind_name(static_cast<std::uint8_t>(se->sources.front().where));
+      if (recoveries_.recovering()) {
+        std::string source = se->sources.empty() ? "none" : std::string{to_string(se->sources.front().where)};
         for (const auto& s : se->sources)
-          if (s.where != state_source::kind::local_slot)
-            r.source = kind_name(static_cast<std::uint8_t>(s.where)) + " on " + ctx_->spec.nodes.at(s.holder.value()).name;
+          if (s.where != copy_kind::local_slot)
+            source = std::string{to_string(s.where)} + " on " + ctx_->spec.nodes.at(s.holder.value()).name;
+        recoveries_.on_start(se->restore_step, std::move(source), now_ns(*ctx_->time));
       }
       // Steps reported in the old epoch do not count: the ranks start over from the restore step.
       for (auto& [r, s] : ranks_) {
@@ -259,13 +230,13 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       as.buddy = *b;
       as.buddy_address = node_addresses_[b->value()];
     }
-    ctx_->transport->send(peer, "supervisor", "agent", as);
+    ctx_->bridge->send(peer, "supervisor", "agent", as);
   }
 }
 
 caf::behavior supervisor_actor::make_behavior() {
-  ctx_->transport->expose("supervisor", this);
-  ctx_->transport->watch_peers(this);
+  ctx_->bridge->expose("supervisor", this);
+  ctx_->bridge->watch_peers(this);
   load_checkpoints();
   // A restarted supervisor resumes from its store: a new epoch once the nodes are back.
   auto loaded = store_->load();
@@ -295,7 +266,7 @@ caf::behavior supervisor_actor::make_behavior() {
                              " steps");
   }
   delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
-  return {
+  return caf::message_handler{
       [this](tick_atom) {
         // This process is the supervisor's node: it is alive while this runs, whatever its
         // agent's connection does (a stalled process sees its own heartbeats late).
@@ -346,7 +317,7 @@ caf::behavior supervisor_actor::make_behavior() {
         node_addresses_[h.node.value()] = h.address;
         event("node_joined", h.name + " at " + h.address, {}, h.node);
         if (finished_) {
-          ctx_->transport->send(from.peer, "supervisor", "agent", job_finished{final_state_, "the job has ended"});
+          ctx_->bridge->send(from.peer, "supervisor", "agent", job_finished{final_state_, "the job has ended"});
           return;
         }
         execute(policy_.on_node_up(h.node));
@@ -362,19 +333,13 @@ caf::behavior supervisor_actor::make_behavior() {
         ranks_[r.rank].state = "ready";
         ranks_[r.rank].pid = r.pid;
         auto actions = policy_.on_rank_ready(r.rank, r.epoch);
-        if (open_recovery_ && policy_.state() == job_state::running && recoveries_[*open_recovery_].ready_ns == 0)
-          recoveries_[*open_recovery_].ready_ns = now_ns(*ctx_->time);
+        if (policy_.state() == job_state::running)
+          recoveries_.on_ready(now_ns(*ctx_->time));
         execute(std::move(actions));
       },
       [this](const envelope&, const rank_restored& r) {
         ranks_[r.rank].state = "training";
-        if (open_recovery_) {
-          auto& rec = recoveries_[*open_recovery_];
-          rec.connect_ns = std::max(rec.connect_ns, r.connect_ns);
-          rec.restore_ns = std::max(rec.restore_ns, r.restore_ns);
-          if (r.source != "none" && r.source != "local memory")
-            rec.source = r.source;
-        }
+        recoveries_.on_restored(r.connect_ns, r.restore_ns, r.source);
       },
       [this](const envelope&, const progress_batch& b) {
         for (const auto& p : b.reports) {
@@ -398,28 +363,13 @@ caf::behavior supervisor_actor::make_behavior() {
           max_step_ = std::max(max_step_, p.step.value());
           execute(policy_.on_progress(p.rank, p.epoch, p.step));
         }
-        if (open_recovery_ && !recoveries_[*open_recovery_].done && policy_.state() != job_state::rendezvous) {
-          auto& rec = recoveries_[*open_recovery_];
-          const bool all_past = !ranks_.empty() && std::all_of(policy_.placement().begin(), policy_.placement().end(),
-                                                               [&](const rank_slot& s) {
-                                                                 return ranks_[s.rank].step > rec.restored_step;
-                                                               });
-          if (rec.started_ns > 0 && all_past) {
-            rec.first_step_ns = now_ns(*ctx_->time);
-            rec.done = true;
-            event("recovered",
-                  "detect " + format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(rec.detect_s() * 1e9)}) +
-                      " · respawn " + format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(rec.respawn_s() * 1e9)}) +
-                      " · rendezvous " +
-                      format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(rec.rendezvous_s() * 1e9)}) +
-                      " · restore " + format_duration(std::chrono::nanoseconds{rec.restore_ns}) + " (" + rec.source +
-                      ", step " + std::to_string(rec.restored_step) + ") · total " +
-                      format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(rec.total_s() * 1e9)}) +
-                      " · lost " + std::to_string(rec.steps_lost()) + " step(s)",
-                  rec.rank ? std::optional{rank_id{*rec.rank}} : std::nullopt,
-                  rec.node ? std::optional{node_id{*rec.node}} : std::nullopt,
-                  {{"total_s", std::to_string(rec.total_s())}, {"steps_lost", std::to_string(rec.steps_lost())}});
-          }
+        if (recoveries_.recovering() && policy_.state() != job_state::rendezvous && !ranks_.empty()) {
+          std::uint64_t slowest = ~std::uint64_t{0};
+          for (const auto& slot : policy_.placement())
+            slowest = std::min(slowest, ranks_[slot.rank].step);
+          if (const auto* rec = recoveries_.on_progress(slowest, now_ns(*ctx_->time)))
+            event("recovered", rec->summary(), rec->rank, rec->node,
+                  {{"total_s", std::to_string(rec->total_s())}, {"steps_lost", std::to_string(rec->steps_lost())}});
         }
       },
       [this](const envelope&, const rank_exited& e) {
@@ -449,434 +399,122 @@ caf::behavior supervisor_actor::make_behavior() {
       },
       [this](const envelope&, const shard_persisted& p) { on_shard_persisted(p); },
       [this](const envelope&, const snapshot_dropped& d) {
-        policy_.on_snapshot_dropped({d.epoch, d.rank, d.step, d.holder, static_cast<state_source::kind>(std::min<std::uint8_t>(d.kind, 2))});
+        policy_.on_snapshot_dropped({d.epoch, d.rank, d.step, d.holder, d.kind});
       },
       [this](const envelope&, const restore_failed& f) {
         execute(policy_.on_restore_failed(f.rank, f.epoch, f.old_rank, f.step, f.holder,
-                                          static_cast<state_source::kind>(std::min<std::uint8_t>(f.kind, 2)), f.detail));
+                                          f.kind, f.detail));
       },
       [this](const envelope&, const snapshot_held& h) {
         spdlog::trace("rank {} step {} of epoch {} held on node {} ({})", h.rank.value(), h.step.value(), h.epoch.value(),
-                      h.holder.value(), h.kind);
-        if (policy_.on_snapshot({h.epoch, h.rank, h.step, h.holder, static_cast<state_source::kind>(h.kind)})) {
+                      h.holder.value(), to_string(h.kind));
+        if (policy_.on_snapshot({h.epoch, h.rank, h.step, h.holder, h.kind})) {
           spdlog::debug("step {} committed", policy_.copies().committed()->value());
           to_all_agents(snapshot_committed{policy_.epoch(), *policy_.copies().committed()});
         }
-        if (h.kind == 0 && h.epoch == policy_.epoch())
+        if (h.kind == copy_kind::local_slot && h.epoch == policy_.epoch()) {
           maybe_persist(h.step);
-        if (h.kind == 0 && h.epoch == policy_.epoch()) {
           auto& s = ranks_[h.rank];
           s.last_snapshot = std::max(s.last_snapshot, h.step.value());
           if (h.rank.value() == 0)
             (void)store_->set_snapshot_step(h.rank, h.step);
         }
       },
-      [this](const envelope& from, const admin_request& r) {
-        auto reply = admin(from, r);
-        reply.id = r.id;
-        ctx_->transport->send(from.peer, "supervisor", from.actor, reply);
-      },
-  };
+  }.or_else(admin_behavior());
 }
 
 std::string supervisor_actor::status_json(bool full) const {
-  json j;
-  j["job"] = ctx_->spec.job.name;
-  j["state"] = finished_ ? final_state_ : std::string{to_string(policy_.state())};
-  j["reason"] = policy_.reason();
-  j["epoch"] = policy_.epoch().value();
-  j["world"] = policy_.world();
-  j["step"] = max_step_;
-  j["total_steps"] = ctx_->spec.job.steps;
-  j["restarts"] = policy_.restarts();
+  job_status j;
+  j.job = ctx_->spec.job.name;
+  j.state = finished_ ? final_state_ : std::string{to_string(policy_.state())};
+  j.reason = policy_.reason();
+  j.epoch = policy_.epoch().value();
+  j.world = policy_.world();
+  j.step = max_step_;
+  j.total_steps = ctx_->spec.job.steps;
+  j.restarts = policy_.restarts();
   if (!losses_.empty() && max_step_ > 0)
-    j["loss"] = losses_[std::min<std::size_t>(losses_.size(), max_step_) - 1];
+    j.loss = losses_[std::min<std::size_t>(losses_.size(), max_step_) - 1];
   const double tokens_per_step = static_cast<double>(ctx_->spec.job.global_batch) * ctx_->spec.model.seq_len;
-  if (!step_seconds_.empty() && max_step_ > 0 && step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1] > 0)
-    j["tokens_per_s"] = tokens_per_step / step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1];
-  // The newest step every rank holds on enough nodes: where a failure now restores to at worst.
+  if (!step_seconds_.empty() && max_step_ > 0) {
+    const double last = step_seconds_[std::min<std::size_t>(step_seconds_.size(), max_step_) - 1];
+    if (last > 0)
+      j.tokens_per_s = tokens_per_step / last;
+  }
   if (auto c = policy_.copies().committed())
-    j["committed_step"] = c->value();
-  else
-    j["committed_step"] = nullptr;
-  // Checkpoints on disk: the newest committed, one being written, the last failure.
-  j["checkpoint"] = {{"directory", checkpoint_dir().string()},
-                     {"persist_every", ctx_->spec.checkpoint.persist_every},
-                     {"last_step", checkpoints_.last() ? json(checkpoints_.last()->value()) : json(nullptr)},
-                     {"writing_step", checkpoints_.writing() ? json(checkpoints_.writing()->value()) : json(nullptr)},
-                     {"error", checkpoints_.error().empty() ? json(nullptr) : json(checkpoints_.error())}};
-  j["nodes"] = json::array();
+    j.committed_step = c->value();
+  j.checkpoint.directory = checkpoint_dir().string();
+  j.checkpoint.persist_every = ctx_->spec.checkpoint.persist_every;
+  if (const auto last = checkpoints_.last())
+    j.checkpoint.last_step = last->value();
+  if (const auto writing = checkpoints_.writing())
+    j.checkpoint.writing_step = writing->value();
+  if (!checkpoints_.error().empty())
+    j.checkpoint.error = checkpoints_.error();
   for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n) {
     const auto it = standby_ready_.find(n);
-    j["nodes"].push_back({{"name", ctx_->spec.nodes[n].name},
-                          {"up", policy_.node_up(node_id{n})},
-                          {"standby_ready", it != standby_ready_.end() && it->second && policy_.node_up(node_id{n})}});
+    const bool up = policy_.node_up(node_id{n});
+    j.nodes.push_back({ctx_->spec.nodes[n].name, up, up && it != standby_ready_.end() && it->second});
   }
-  j["balance"] = ctx_->spec.job.balance;
-  j["micro_batches"] = shares_;
-  // Measured micro-batches per second of compute on the rank's slot (null before its first step).
-  const auto speed_of = [&](const rank_status& s) -> json {
-    const auto it = slot_speed_.find({s.node, s.local_index});
-    return it == slot_speed_.end() ? json(nullptr) : json(it->second);
-  };
-  j["ranks"] = json::array();
+  j.balance = ctx_->spec.job.balance;
+  j.micro_batches = shares_;
   for (const auto& [r, s] : ranks_) {
     const bool placed = std::any_of(policy_.placement().begin(), policy_.placement().end(),
                                     [&](const rank_slot& slot) { return slot.rank == r; });
     if (!placed)
       continue;
-    j["ranks"].push_back({{"rank", r.value()},
-                          {"node", ctx_->spec.nodes.at(s.node).name},
-                          {"pid", s.pid},
-                          {"state", s.state},
-                          {"step", s.step},
-                          {"step_time_s", seconds(s.step_ns)},
-                          {"compute_time_s", seconds(s.compute_ns)},
-                          {"micro_batches", r.value() < shares_.size() ? json(shares_[r.value()]) : json(nullptr)},
-                          {"speed", speed_of(s)},
-                          {"snapshot_stall_s", seconds(s.snapshot_ns)},
-                          {"last_snapshot", s.last_snapshot},
-                          {"restarts", s.restarts}});
+    rank_status_view v;
+    v.rank = r.value();
+    v.node = ctx_->spec.nodes.at(s.node).name;
+    v.pid = s.pid;
+    v.state = s.state;
+    v.step = s.step;
+    v.step_time_s = seconds(s.step_ns);
+    v.compute_time_s = seconds(s.compute_ns);
+    if (r.value() < shares_.size())
+      v.micro_batches = shares_[r.value()];
+    if (const auto it = slot_speed_.find({s.node, s.local_index}); it != slot_speed_.end())
+      v.speed = it->second;
+    v.snapshot_stall_s = seconds(s.snapshot_ns);
+    v.last_snapshot = s.last_snapshot;
+    v.restarts = s.restarts;
+    j.ranks.push_back(std::move(v));
   }
-  j["recoveries"] = json::array();
-  for (const auto& r : recoveries_) {
-    json rj{{"epoch", r.epoch},
-            {"cause", r.cause},
-            {"failed_at_step", r.failed_at_step},
-            {"restored_step", r.restored_step},
-            {"steps_lost", r.steps_lost()},
-            {"source", r.source},
-            {"done", r.done},
-            {"detect_s", r.detect_s()},
-            {"respawn_s", r.respawn_s()},
-            {"rendezvous_s", r.rendezvous_s()},
-            {"restore_s", r.restore_s()},
-            {"total_s", r.total_s()},
-            // Monotonic clock (CLOCK_MONOTONIC) readings, for tools on the same host.
-            {"detected_at_ns", r.detected_ns},
-            {"first_step_at_ns", r.first_step_ns}};
+  for (const auto& r : recoveries_.records()) {
+    recovery_status v;
+    v.epoch = r.epoch;
+    v.cause = r.cause;
+    v.failed_at_step = r.failed_at_step;
+    v.restored_step = r.restored_step;
+    v.steps_lost = r.steps_lost();
+    v.source = r.source;
+    v.done = r.done;
+    v.detect_s = r.detect_s();
+    v.respawn_s = r.respawn_s();
+    v.rendezvous_s = r.rendezvous_s();
+    v.restore_s = r.restore_s();
+    v.total_s = r.total_s();
+    v.detected_at_ns = r.detected_ns;
+    v.first_step_at_ns = r.first_step_ns;
     if (r.injected_ns > 0)
-      rj["injected_at_ns"] = r.injected_ns;
+      v.injected_at_ns = r.injected_ns;
     if (r.rank)
-      rj["rank"] = *r.rank;
+      v.rank = r.rank->value();
     if (r.node)
-      rj["node"] = ctx_->spec.nodes.at(*r.node).name;
-    j["recoveries"].push_back(rj);
+      v.node = ctx_->spec.nodes.at(r.node->value()).name;
+    j.recoveries.push_back(std::move(v));
   }
   if (full) {
-    j["losses"] = losses_;
-    j["step_seconds"] = step_seconds_;
+    j.losses = losses_;
+    j.step_seconds = step_seconds_;
   }
-  return j.dump(2);
+  return nlohmann::json(j).dump(2);
 }
 
 void supervisor_actor::write_status(bool final) {
   write_atomically(ctx_->data_dir / "status.json", status_json(false));
   if (final)
     write_atomically(ctx_->data_dir / "report.json", status_json(true));
-}
-
-namespace {
-// "2026-11-30T14:04:31.123Z".
-std::string utc_text(clock::wall_time t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf;
-}
-}  // namespace
-
-expected<rank_slot> supervisor_actor::placed_rank(const std::string& text) const {
-  const auto& placement = policy_.placement();
-  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos)
-    return status{errc::invalid_argument, "'" + text + "' is not a rank number"};
-  const auto rank = static_cast<std::uint32_t>(std::stoul(text));
-  const auto it =
-      std::find_if(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.rank.value() == rank; });
-  if (it == placement.end())
-    return status{errc::invalid_argument,
-                  "rank " + text + " is not in the job (world " + std::to_string(policy_.world()) + ": ranks 0-" +
-                      std::to_string(policy_.world() == 0 ? 0 : policy_.world() - 1) + ")"};
-  return *it;
-}
-
-std::string supervisor_actor::loss_json(std::size_t points) const {
-  // Buckets of consecutive steps, each with its mean, lowest and highest loss; the steps where a
-  // failure struck, so a chart can mark them.
-  const std::size_t steps = std::min<std::size_t>(losses_.size(), max_step_);
-  const std::size_t per = std::max<std::size_t>(1, (steps + points - 1) / points);
-  json out{{"steps", steps}, {"steps_per_point", per}, {"points", json::array()}, {"failures", json::array()}};
-  for (std::size_t begin = 0; begin < steps; begin += per) {
-    const std::size_t end = std::min(steps, begin + per);
-    double sum = 0, lo = losses_[begin], hi = losses_[begin];
-    for (std::size_t i = begin; i < end; ++i) {
-      sum += losses_[i];
-      lo = std::min(lo, losses_[i]);
-      hi = std::max(hi, losses_[i]);
-    }
-    out["points"].push_back({{"step", end}, {"loss", sum / static_cast<double>(end - begin)}, {"min", lo}, {"max", hi}});
-  }
-  for (const auto& rec : recoveries_)
-    out["failures"].push_back({{"step", rec.failed_at_step}, {"cause", rec.cause}});
-  return out.dump();
-}
-
-expected<node_id> supervisor_actor::node_named(const std::string& name) const {
-  if (const auto n = ctx_->spec.find_node(name))
-    return *n;
-  std::vector<std::string> names;
-  for (const auto& node : ctx_->spec.nodes)
-    names.push_back(node.name);
-  return status{errc::invalid_argument, "no node '" + name + "'" + did_you_mean(name, names)};
-}
-
-admin_reply supervisor_actor::admin(const envelope& from, const admin_request& r) {
-  const bool admin_role = from.role == static_cast<std::uint8_t>(transport::peer_role::admin);
-  const auto refuse = [&] {
-    return admin_reply{0, 3, "'" + r.command + "' changes the job; this token is read-only", ""};
-  };
-  if (r.command == "status")
-    return {0, 0, "", status_json(false)};
-  if (r.command == "report")
-    return {0, 0, "", status_json(true)};
-  if (r.command == "kill") {
-    if (!admin_role)
-      return refuse();
-    if (r.args.empty())
-      return {0, 2, "usage: kill rank RANK [--signal N]", ""};
-    const auto slot = placed_rank(r.args[0]);
-    if (!slot)
-      return {0, 2, slot.error().message(), ""};
-    int sig = SIGKILL;
-    if (r.args.size() > 1) {
-      const auto& a = r.args[1];
-      if (a.empty() || a.size() > 2 || a.find_first_not_of("0123456789") != std::string::npos || std::stoi(a) < 1 ||
-          std::stoi(a) > 64)
-        return {0, 2, "kill: '" + a + "' is not a signal number (1-64)", ""};
-      sig = std::stoi(a);
-    }
-    const auto rank = std::to_string(slot->rank.value());
-    injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
-    event("fault_injected", "kill rank " + rank + " with signal " + std::to_string(sig), slot->rank, slot->node,
-          {{"fault", "kill"}, {"signal", std::to_string(sig)}});
-    to_agent(slot->node, kill_request{policy_.epoch(), slot->rank, sig, "operator"});
-    return {0, 0, "rank " + rank + " sent signal " + std::to_string(sig), ""};
-  }
-  if (r.command == "hang" || r.command == "slow") {
-    if (!admin_role)
-      return refuse();
-    const bool hang = r.command == "hang";
-    if (r.args.size() != (hang ? 1u : 2u))
-      return {0, 2, hang ? "usage: hang rank RANK" : "usage: slow rank RANK FACTOR", ""};
-    const auto slot = placed_rank(r.args[0]);
-    if (!slot)
-      return {0, 2, slot.error().message(), ""};
-    double factor = 1.0;
-    if (!hang) {
-      char* end = nullptr;
-      factor = std::strtod(r.args[1].c_str(), &end);
-      if (r.args[1].empty() || end == nullptr || *end != '\0' || !(factor >= 1.0 && factor <= 100.0))
-        return {0, 2, "slow: FACTOR is a number from 1 (back to normal) to 100, not '" + r.args[1] + "'", ""};
-    }
-    if (finished_ || policy_.state() != job_state::running)
-      return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not training", ""};
-    const auto rank = std::to_string(slot->rank.value());
-    std::string what = hang            ? "hang rank " + rank
-                       : factor == 1.0 ? "rank " + rank + " back to its normal speed"
-                                       : "slow rank " + rank + " by " + r.args[1] + "x";
-    if (hang)
-      injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
-    event("fault_injected", what, slot->rank, slot->node,
-          hang ? std::vector<std::pair<std::string, std::string>>{{"fault", "hang"}}
-               : std::vector<std::pair<std::string, std::string>>{{"fault", "slow"}, {"factor", r.args[1]}});
-    to_agent(slot->node, drill_request{policy_.epoch(), slot->rank, r.command, factor});
-    return {0, 0,
-            hang ? "rank " + rank + " hangs before its next step; its peers wait in their collectives until it is found"
-            : factor == 1.0 ? "rank " + rank + " steps at its normal speed again"
-                            : "the compute of rank " + rank + " now takes " + r.args[1] + " times as long (its collectives do not)",
-            ""};
-  }
-  if (r.command == "loss") {
-    // args: [POINTS] — the loss curve in at most that many buckets (default 200).
-    std::size_t points = 200;
-    if (!r.args.empty()) {
-      const auto& a = r.args[0];
-      if (a.empty() || a.size() > 6 || a.find_first_not_of("0123456789") != std::string::npos || std::stoul(a) == 0)
-        return {0, 2, "usage: loss [POINTS]: '" + a + "' is not a whole number of at least 1", ""};
-      points = std::stoul(a);
-    }
-    return {0, 0, "", loss_json(points)};
-  }
-  if (r.command == "fail-node") {
-    if (!admin_role)
-      return refuse();
-    if (r.args.empty())
-      return {0, 2, "usage: fail node NAME", ""};
-    const auto n = node_named(r.args[0]);
-    if (!n)
-      return {0, 2, n.error().message(), ""};
-    if (!agents_.contains(*n))
-      return {0, 2, "node " + r.args[0] + " is not up", ""};
-    injected_nodes_[n->value()] = now_ns(*ctx_->time);
-    event("fault_injected", "fail node " + r.args[0], {}, *n, {{"fault", "node_down"}});
-    to_agent(*n, fail_node{"operator drill"});
-    return {0, 0, "node " + r.args[0] + " fails now", ""};
-  }
-  if (r.command == "partition") {
-    if (!admin_role)
-      return refuse();
-    if (r.args.size() != 3)
-      return {0, 2, "usage: partition NODE1 NODE2 [--for DURATION]", ""};
-    const auto a = node_named(r.args[0]);
-    if (!a)
-      return {0, 2, a.error().message(), ""};
-    const auto b = node_named(r.args[1]);
-    if (!b)
-      return {0, 2, b.error().message(), ""};
-    if (*a == *b)
-      return {0, 2, "partition: a node cannot be cut off from itself ('" + r.args[0] + "' twice)", ""};
-    const auto d = parse_duration(r.args[2]);
-    if (!d || *d < std::chrono::milliseconds{100} || *d > std::chrono::hours{1})
-      return {0, 2, "partition: --for takes a duration from 100ms to 1h, not '" + r.args[2] + "'", ""};
-    for (const auto n : {*a, *b})
-      if (!agents_.contains(n))
-        return {0, 3, "node " + ctx_->spec.nodes[n.value()].name + " is not up", ""};
-    // Cut off from the supervisor's node, the other node is lost to the job: timed from now.
-    if (*a == ctx_->node || *b == ctx_->node)
-      injected_nodes_[(*a == ctx_->node ? *b : *a).value()] = now_ns(*ctx_->time);
-    const auto what = "partition " + r.args[0] + " " + r.args[1] + " for " + format_duration(*d);
-    event("fault_injected", what, {}, *a == ctx_->node ? *b : *a,
-          {{"fault", "partition"},
-           {"link", r.args[0] + "," + r.args[1]},
-           {"duration_s", std::to_string(std::chrono::duration<double>(*d).count())}});
-    // The far end first: once the near end cuts, nothing reaches the far one.
-    to_agent(*b, partition_request{*a, d->count()});
-    to_agent(*a, partition_request{*b, d->count()});
-    return {0, 0,
-            "traffic between " + r.args[0] + " and " + r.args[1] + " is dropped for " + format_duration(*d) +
-                " (control plane: heartbeats, replication, state transfers)",
-            ""};
-  }
-  if (r.command == "events") {
-    // args: [after SEQ] — events after that position, oldest first, at most 1000.
-    std::uint64_t after = 0;
-    if (!r.args.empty()) {
-      const auto& a = r.args[0];
-      if (a.empty() || a.find_first_not_of("0123456789") != std::string::npos)
-        return {0, 2, "usage: events [--since SEQ]: '" + a + "' is not a whole number", ""};
-      after = std::stoull(a);
-    }
-    (void)store_->flush_events();
-    auto events = store_->events_after(after, 1000);
-    if (!events)
-      return {0, 1, "the event log cannot be read: " + events.error().message(), ""};
-    json out = json::array();
-    for (const auto& e : *events) {
-      json ej{{"seq", e.seq},
-              {"time", utc_text(e.wall)},
-              {"unix_s", static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                 e.wall.time_since_epoch())
-                                                 .count()) /
-                             1000.0},
-              {"kind", e.kind},
-              {"epoch", e.epoch.value()}};
-      if (e.rank)
-        ej["rank"] = e.rank->value();
-      if (e.node && e.node->value() < ctx_->spec.nodes.size())
-        ej["node"] = ctx_->spec.nodes[e.node->value()].name;
-      for (const auto& [k, v] : e.fields) {
-        if (k == "detail")
-          ej["detail"] = v;
-        else
-          ej["fields"][k] = v;
-      }
-      out.push_back(std::move(ej));
-    }
-    return {0, 0, "", out.dump()};
-  }
-  if (r.command == "pause" || r.command == "resume") {
-    if (!admin_role)
-      return refuse();
-    const bool pause = r.command == "pause";
-    if (finished_)
-      return {0, 3, "the job has ended (" + final_state_ + ")", ""};
-    if (pause && policy_.state() == job_state::paused)
-      return {0, 0, "already paused", ""};
-    if (!pause && policy_.state() != job_state::paused)
-      return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not paused", ""};
-    execute(pause ? policy_.pause() : policy_.resume());
-    return {0, 0, pause ? "paused at step " + std::to_string(max_step_) + " (the ranks wait; resume to go on)"
-                        : "resumed in epoch " + std::to_string(policy_.epoch().value()),
-            ""};
-  }
-  if (r.command == "drain") {
-    if (!admin_role)
-      return refuse();
-    if (r.args.empty())
-      return {0, 2, "usage: drain node NAME", ""};
-    const auto n = node_named(r.args[0]);
-    if (!n)
-      return {0, 2, n.error().message(), ""};
-    if (n->value() == ctx_->node.value())
-      return {0, 3, "node " + r.args[0] + " hosts the supervisor and cannot be drained", ""};
-    const auto world = policy_.world();
-    execute(policy_.drain(*n));
-    return {0, 0, "node " + r.args[0] + " drained; world " + std::to_string(world) + " → " + std::to_string(policy_.world()) + " ranks",
-            ""};
-  }
-  if (r.command == "scale") {
-    if (!admin_role)
-      return refuse();
-    const auto& a = r.args.empty() ? std::string{} : r.args[0];
-    if (a.empty() || a.size() > 6 || a.find_first_not_of("0123456789") != std::string::npos || std::stoul(a) == 0)
-      return {0, 2, "usage: scale RANKS, a whole number of ranks of at least 1 ('" + a + "' is not)", ""};
-    const auto want = static_cast<std::uint32_t>(std::stoul(a));
-    if (want == policy_.world())
-      return {0, 0, "the world already has " + a + " ranks", ""};
-    const auto before = policy_.world();
-    auto actions = policy_.scale(want);
-    for (const auto& action : actions)
-      if (const auto* note = std::get_if<note_event>(&action); note && note->kind == "scale_refused") {
-        auto why = note->detail;
-        execute(std::move(actions));
-        return {0, 3, std::move(why), ""};
-      }
-    execute(std::move(actions));
-    return {0, 0, "world " + std::to_string(before) + " → " + std::to_string(policy_.world()) +
-                      " ranks (the global batch stays); epoch " + std::to_string(policy_.epoch().value()),
-            ""};
-  }
-  if (r.command == "rebalance") {
-    if (!admin_role)
-      return refuse();
-    return rebalance(r);
-  }
-  if (r.command == "checkpoint-now") {
-    if (!admin_role)
-      return refuse();
-    if (ctx_->spec.checkpoint.persist_every == 0)
-      return {0, 3, "checkpoints on disk are off (checkpoint.persist_every = 0)", ""};
-    if (finished_ || policy_.state() != job_state::running)
-      return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not training", ""};
-    if (const auto writing = checkpoints_.writing())
-      return {0, 0, "checkpoint of step " + std::to_string(writing->value()) + " is being written", ""};
-    // The next anchor every rank holds is persisted, whatever persist_every says.
-    (void)checkpoints_.request_now();
-    event("checkpoint_requested", "an operator asked for a checkpoint now");
-    const auto anchor = ctx_->spec.checkpoint.snapshot_every * policy::snapshots_per_anchor;
-    return {0, 0, "checkpoint requested: the next anchor (a multiple of " + std::to_string(anchor) + " steps) is written", ""};
-  }
-  if (r.command == "stop") {
-    if (!admin_role)
-      return refuse();
-    execute(policy_.stop(r.args.empty() ? "stopped by an operator" : r.args[0]));
-    return {0, 0, "job stopped", ""};
-  }
-  return {0, 2, "unknown command '" + r.command + "'", ""};
 }
 
 }  // namespace rekindle::actors

@@ -11,41 +11,11 @@
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 #include "policy/checkpoint_coordinator.hpp"
+#include "policy/recovery_meter.hpp"
 #include "policy/supervisor_policy.hpp"
 #include "storage/state_store.hpp"
 
 namespace rekindle::actors {
-
-/// One failure and its recovery, as the supervisor measured it.
-struct recovery_record {
-  std::uint64_t epoch = 0;
-  std::string cause;
-  std::optional<std::uint32_t> rank;
-  std::optional<std::uint32_t> node;
-  /// Step the job had reached when the failure was seen.
-  std::uint64_t failed_at_step = 0;
-  std::uint64_t restored_step = 0;
-  std::string source;
-  /// When the fault was injected through rekindle (0: it came from outside).
-  std::int64_t injected_ns = 0;
-  std::int64_t detected_ns = 0;
-  std::int64_t ready_ns = 0;
-  std::int64_t started_ns = 0;
-  std::int64_t connect_ns = 0;
-  std::int64_t restore_ns = 0;
-  std::int64_t first_step_ns = 0;
-  bool done = false;
-
-  /// Injection (or detection) to detection, respawn and registration, rendezvous, restore, total.
-  [[nodiscard]] double detect_s() const;
-  [[nodiscard]] double respawn_s() const;
-  [[nodiscard]] double rendezvous_s() const;
-  [[nodiscard]] double restore_s() const;
-  [[nodiscard]] double total_s() const;
-  /// Steps done past the restore point when it failed, as far as the supervisor knew (its count of
-  /// finished steps can trail the snapshots a restore uses: then none counts as lost).
-  [[nodiscard]] std::uint64_t steps_lost() const { return failed_at_step > restored_step ? failed_at_step - restored_step : 0; }
-};
 
 /// The supervisor: runs the job on the policy's decisions, keeps its state in the state store,
 /// and answers operators.
@@ -91,22 +61,44 @@ class supervisor_actor : public caf::event_based_actor {
   template <class T>
   void to_agent(node_id n, const T& msg) {
     if (auto it = agents_.find(n); it != agents_.end())
-      ctx_->transport->send(it->second, "supervisor", "agent", msg);
+      ctx_->bridge->send(it->second, "supervisor", "agent", msg);
   }
   template <class T>
   void to_all_agents(const T& msg) {
     for (const auto& [n, peer] : agents_)
-      ctx_->transport->send(peer, "supervisor", "agent", msg);
+      ctx_->bridge->send(peer, "supervisor", "agent", msg);
   }
   void open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
                      std::int64_t injected_ns = 0);
   void write_status(bool final);
   [[nodiscard]] std::string status_json(bool full) const;
-  admin_reply admin(const envelope& from, const admin_request& r);
+
+  // ---- operators' requests (supervisor_admin.cpp) ----
+  /// A handler for every admin request type: refuses a read-only token what changes the job,
+  /// answers the rest with on_admin, and replies to the sender.
+  caf::message_handler admin_behavior();
+  template <class... Requests>
+  caf::message_handler admin_handlers(type_list<Requests...>);
+  admin_reply on_admin(const admin_status& r);
+  admin_reply on_admin(const admin_loss& r);
+  admin_reply on_admin(const admin_events& r);
+  admin_reply on_admin(const admin_kill& r);
+  admin_reply on_admin(const admin_drill& r);
+  admin_reply on_admin(const admin_fail_node& r);
+  admin_reply on_admin(const admin_partition& r);
+  admin_reply on_admin(const admin_pause& r);
+  admin_reply on_admin(const admin_drain& r);
+  admin_reply on_admin(const admin_scale& r);
+  /// New shares now, through a new epoch (supervisor_shares.cpp).
+  admin_reply on_admin(const admin_rebalance& r);
+  admin_reply on_admin(const admin_checkpoint_now& r);
+  admin_reply on_admin(const admin_stop& r);
   /// The node of that name, or invalid_argument naming the ones that come close.
   [[nodiscard]] expected<node_id> node_named(const std::string& name) const;
-  /// The rank that `text` names, if it is a number and in the job's placement.
-  [[nodiscard]] expected<policy::rank_slot> placed_rank(const std::string& text) const;
+  /// The slot of `rank`, or invalid_argument when it is not in the job's placement.
+  [[nodiscard]] expected<policy::rank_slot> placed_rank(rank_id rank) const;
+  /// failed_precondition unless the job is training.
+  [[nodiscard]] status training_now() const;
   /// The loss curve in at most `points` buckets, and the steps where failures struck (`loss`).
   [[nodiscard]] std::string loss_json(std::size_t points) const;
 
@@ -135,8 +127,6 @@ class supervisor_actor : public caf::event_based_actor {
   /// The shares the epoch starting on `placement` runs with: an operator's `rebalance` while the
   /// world keeps its size, else job.balance planned for this placement. An event when they change.
   std::vector<std::uint32_t> shares_for_epoch(const std::vector<policy::rank_slot>& placement);
-  /// rebalance [equal|speeds|measured]: new shares now, through a new epoch.
-  admin_reply rebalance(const admin_request& r);
   /// "5, 5, 4, 2" (and the step's compute time they predict, relative to the equal split).
   [[nodiscard]] std::string describe_shares(const std::vector<std::uint32_t>& shares, const std::vector<policy::rank_slot>& placement) const;
 
@@ -162,8 +152,7 @@ class supervisor_actor : public caf::event_based_actor {
   /// Mean loss of every step since the job began (index = step - 1), as rank 0 reported it.
   std::vector<double> losses_;
   std::vector<double> step_seconds_;
-  std::vector<recovery_record> recoveries_;
-  std::optional<std::size_t> open_recovery_;
+  policy::recovery_meter recoveries_;
   /// Injected faults waiting for their failure report: rank or node → injection time.
   std::map<std::uint32_t, std::int64_t> injected_ranks_;
   /// When the last tick ran: a long gap means this process did not run, not that nodes were silent.

@@ -112,19 +112,20 @@ std::vector<std::uint32_t> supervisor_actor::shares_for_epoch(const std::vector<
   return next;
 }
 
-admin_reply supervisor_actor::rebalance(const admin_request& r) {
-  const std::string how = r.args.empty() ? "measured" : r.args[0];
-  if (finished_ || policy_.state() != job_state::running)
-    return {0, 3, std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not training", ""};
-  auto planned = plan_shares(policy_.placement(), how);
+admin_reply supervisor_actor::on_admin(const admin_rebalance& r) {
+  const auto refused = [](errc code, std::string why) { return admin_reply{0, false, code, std::move(why), {}}; };
+  if (auto st = training_now(); !st.ok())
+    return refused(st.code(), st.message());
+  auto planned = plan_shares(policy_.placement(), r.how);
   if (!planned)
-    return {0, planned.error().code() == errc::invalid_argument ? 2 : 3, planned.error().message(), ""};
+    return refused(planned.error().code(), planned.error().message());
   if (*planned == shares_)
-    return {0, 0, "the shares stay " + describe_shares(*planned, policy_.placement()), ""};
+    return {0, true, errc::internal, "the shares stay " + describe_shares(*planned, policy_.placement()), ""};
   operator_shares_ = *planned;
   const auto text = describe_shares(*planned, policy_.placement());
-  execute(policy_.restart_epoch("rebalance (" + how + "): micro-batches per rank " + text));
-  return {0, 0, "micro-batches per rank " + text + "; epoch " + std::to_string(policy_.epoch().value()), ""};
+  execute(policy_.restart_epoch("rebalance (" + r.how + "): micro-batches per rank " + text));
+  return {0, true, errc::internal, "micro-batches per rank " + text + "; epoch " + std::to_string(policy_.epoch().value()),
+          ""};
 }
 
 }  // namespace rekindle::actors

@@ -51,8 +51,8 @@ class worker_actor : public caf::event_based_actor {
   const char* name() const override { return "worker"; }
 
   caf::behavior make_behavior() override {
-    rt_->ctx_.transport->expose("worker", this);
-    rt_->ctx_.transport->watch_peers(this);
+    rt_->ctx_.bridge->expose("worker", this);
+    rt_->ctx_.bridge->watch_peers(this);
     send(this, tick_atom::value);
     return {
         [this](tick_atom) {
@@ -67,12 +67,12 @@ class worker_actor : public caf::event_based_actor {
           rt_->push(a);
         },
         [this](const envelope&, const drill_request& d) {
-          spdlog::warn("fault drill on this rank: {} (factor {})", d.kind, d.factor);
-          if (d.kind == "hang")
+          spdlog::warn("fault drill on this rank: {} (factor {})", to_string(d.kind), d.factor);
+          if (d.kind == drill_kind::hang)
             rt_->hang_ = true;
-          else if (d.kind == "slow")
+          else if (d.kind == drill_kind::slow)
             rt_->slow_factor_ = d.factor;
-          else if (d.kind == "stall") {
+          else if (d.kind == drill_kind::stall) {
             {
               std::lock_guard lock{rt_->mutex_};
               rt_->stall_epoch_ = rt_->assignment_ ? rt_->assignment_->epoch.value() : 0;
@@ -123,12 +123,12 @@ worker_runtime::~worker_runtime() {
 
 template <class T>
 void worker_runtime::to_agent(const T& msg) {
-  ctx_.transport->send(ctx_.agent, "worker", "agent", msg);
+  ctx_.bridge->send(ctx_.agent, "worker", "agent", msg);
 }
 
 template <class T>
 void worker_runtime::to_checkpoint(const T& msg) {
-  ctx_.transport->send(ctx_.agent, "worker", "checkpoint", msg);
+  ctx_.bridge->send(ctx_.agent, "worker", "checkpoint", msg);
 }
 
 void worker_runtime::push(command c) {
@@ -183,12 +183,12 @@ status worker_runtime::restore(const start_training& start, training::training_t
   const bool same_world = start.restore_world == static_cast<std::uint32_t>(task.world_size());
   std::vector<transport::shared_bytes> held;
   std::vector<std::span<const std::byte>> buffers;
-  source = "local memory";
+  source = std::string{to_string(copy_kind::local_slot)};
   for (const auto& s : start.sources) {
     if (same_world && s.old_rank.value() != rank)
       continue;  // this rank restores its own state only
     // Its own slot first: a survivor, or a rank restarted in place.
-    if (s.kind == 0 && s.holder == ctx_.node) {
+    if (s.kind == copy_kind::local_slot && s.holder == ctx_.node) {
       auto view = slot_->at_step(start.restore_step, true);
       if (view && view->rank == s.old_rank && view->world == start.restore_world) {
         if (same_world) {
@@ -208,7 +208,7 @@ status worker_runtime::restore(const start_training& start, training::training_t
         continue;
       }
     }
-    if (s.kind == 2) {
+    if (s.kind == copy_kind::disk) {
       // A committed checkpoint: the shard file, read and verified by this rank itself.
       const auto file = config::checkpoint_dir_for(ctx_.spec, ctx_.node_dir.parent_path()) /
                         storage::shard_file_name(start.restore_step, s.old_rank);
@@ -219,7 +219,7 @@ status worker_runtime::restore(const start_training& start, training::training_t
         return info.error().with_context("restoring rank " + std::to_string(s.old_rank.value()) + " of step " +
                                          std::to_string(start.restore_step.value()) + " from disk");
       }
-      source = "disk";
+      source = std::string{to_string(copy_kind::disk)};
       held.push_back(transport::shared_bytes{std::move(payload)});
       buffers.push_back(held.back().span());
       continue;
@@ -233,7 +233,8 @@ status worker_runtime::restore(const start_training& start, training::training_t
       return bytes.error().with_context("restoring rank " + std::to_string(s.old_rank.value()) + " of step " +
                                         std::to_string(start.restore_step.value()));
     }
-    source = (s.kind == 1 ? "buddy memory on " : s.kind == 2 ? "disk on " : "memory on ") +
+    // Another node's memory or disk: "buddy memory on n1", "memory on n1".
+    source = std::string{s.kind == copy_kind::local_slot ? "memory" : to_string(s.kind)} + " on " +
              ctx_.spec.nodes.at(s.holder.value()).name;
     held.push_back(std::move(*bytes));
     buffers.push_back(held.back().span());
@@ -512,7 +513,7 @@ int worker_runtime::run() {
         comm_ = std::move(*comm);
         assignment_ = *a;
       }
-      ctx_.transport->set_epoch(a->epoch);
+      ctx_.bridge->set_epoch(a->epoch);
       spdlog::debug("registered epoch={} rank={}", a->epoch.value(), a->rank.value());
       to_agent(rank_ready{a->epoch, a->rank, ctx_.node, *ctx_.local_index,
                                                       static_cast<std::uint32_t>(getpid()), std::move(address)});

@@ -31,7 +31,7 @@ struct worker_context {
   std::optional<std::uint32_t> local_index;
   /// The node daemon's folder (its snapshot slots are named after it).
   std::filesystem::path node_dir;
-  bridge* transport = nullptr;
+  actors::bridge* bridge = nullptr;
   /// The agent's connection.
   transport::peer_id agent;
   const clock* time = nullptr;

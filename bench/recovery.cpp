@@ -225,8 +225,8 @@ class cluster {
         return nullptr;
       client_ = std::move(*c);
     }
-    auto r = client_->call(full ? "report" : "status", {}, 10s);
-    if (!r || r->code != 0)
+    auto r = client_->call(actors::admin_status{0, full}, 10s);
+    if (!r)
       return nullptr;
     return json::parse(r->json, nullptr, false);
   }
@@ -249,7 +249,7 @@ class cluster {
 
   void stop() {
     if (client_)
-      (void)client_->call("stop", {}, 10s);
+      (void)client_->call(actors::admin_stop{}, 10s);
     client_.reset();
     if (pid_ > 0 && wait_child(pid_, 60s))
       pid_ = -1;

@@ -173,7 +173,7 @@ timing recovery_round(const options& o) {
   for (const auto& s : p.placement())
     ranks.push_back(s.rank);
   (void)p.on_ranks_ready(ranks, p.epoch());
-  p.on_snapshot_all(p.epoch(), step_t{10}, policy::state_source::kind::local_slot);
+  p.on_snapshot_all(p.epoch(), step_t{10}, copy_kind::local_slot);
   std::uint32_t next = 0;
   return time_median(o, [&] {
     (void)p.on_rank_failed(rank_id{next++ % static_cast<std::uint32_t>(ranks.size())}, p.epoch(), "bench");

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <string_view>
 
 namespace rekindle {
 
@@ -44,6 +45,22 @@ using rank_id = strong_id<struct rank_id_tag, std::uint32_t>;
 using epoch_t = strong_id<struct epoch_tag, std::uint64_t>;
 /// A training step: the number of optimizer updates applied so far.
 using step_t = strong_id<struct step_tag, std::uint64_t>;
+
+/// Where a copy of a rank's state lies: the slot of the node that wrote it, a buddy node's
+/// replica, or a checkpoint on disk.
+enum class copy_kind : std::uint8_t { local_slot, buddy_replica, disk };
+/// The number of copy kinds (a value read off the wire is checked against it).
+inline constexpr std::uint8_t copy_kinds = 3;
+
+/// For people: "local memory", "buddy memory", "disk".
+[[nodiscard]] constexpr std::string_view to_string(copy_kind k) noexcept {
+  switch (k) {
+    case copy_kind::local_slot: return "local memory";
+    case copy_kind::buddy_replica: return "buddy memory";
+    case copy_kind::disk: return "disk";
+  }
+  return "unknown copy";
+}
 
 }  // namespace rekindle
 

@@ -239,4 +239,26 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
+expected<host_port> parse_host_port(std::string_view text) {
+  const auto bad = [&](std::string_view why) {
+    return status{errc::parse_error, "'" + std::string{text} + "' is not host:port: " + std::string{why}};
+  };
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos)
+    return bad("no ':' before the port");
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  else if (host.find(':') != std::string_view::npos)
+    return bad("write an IPv6 host in brackets, e.g. [::1]:7400");
+  if (host.empty())
+    return bad("no host");
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value < 1 || value > 65535)
+    return bad("the port must be a number from 1 to 65535");
+  return host_port{std::string{host}, static_cast<std::uint16_t>(value)};
+}
+
 }  // namespace rekindle

@@ -41,4 +41,24 @@ std::vector<std::string_view> split(std::string_view text, char sep);
 /// Removes leading and trailing ASCII whitespace.
 std::string_view trim(std::string_view text);
 
+/// A host and a port, as in "10.0.0.7:7400", "node3:7400" or "[fe80::1]:7400".
+struct host_port {
+  std::string host;
+  std::uint16_t port = 0;
+};
+/// Splits "host:port" (an IPv6 host in brackets); the port must be a number in 1..65535.
+expected<host_port> parse_host_port(std::string_view text);
+
+/// Each item's `to_string()`, one per line (no newline after the last).
+template <class Range>
+std::string join_lines(const Range& items) {
+  std::string out;
+  for (const auto& x : items) {
+    if (!out.empty())
+      out += '\n';
+    out += x.to_string();
+  }
+  return out;
+}
+
 }  // namespace rekindle

@@ -32,15 +32,7 @@ std::string diagnostic::to_string() const {
   return out;
 }
 
-std::string load_result::error_text() const {
-  std::string out;
-  for (const auto& e : errors) {
-    if (!out.empty())
-      out += '\n';
-    out += e.to_string();
-  }
-  return out;
-}
+std::string load_result::error_text() const { return join_lines(errors); }
 
 namespace {
 
@@ -238,30 +230,9 @@ class table_reader {
   std::vector<std::string> keys_;
 };
 
-toml::source_region file_start(const context& ctx) {
-  toml::source_region r;
-  r.begin = {1, 1};
-  r.end = {1, 1};
-  (void)ctx;
-  return r;
-}
-
-// Returns the named sub-table, reporting a value of another type.
-const toml::table* sub_table(context& ctx, const toml::table& root, std::string_view key) {
-  const auto* n = root.get(key);
-  if (n == nullptr)
-    return nullptr;
-  if (!n->is_table()) {
-    ctx.error(n->source(), std::string{key},
-              "expected a table ([" + std::string{key} + "]), got " + std::string{type_name(n->type())});
-    return nullptr;
-  }
-  return n->as_table();
-}
-
 table_reader reader_for(context& ctx, const toml::table& root, std::string_view key) {
-  const auto* t = sub_table(ctx, root, key);
-  return table_reader{ctx, t, std::string{key}, std::string{key}, t != nullptr ? t->source() : file_start(ctx)};
+  const auto* t = detail::sub_table(ctx, root, key, key);
+  return table_reader{ctx, t, std::string{key}, std::string{key}, t != nullptr ? t->source() : detail::file_start()};
 }
 
 bool valid_name(std::string_view name) {
@@ -342,13 +313,13 @@ void read_nodes(context& ctx, const toml::table& root, spec& s) {
   const auto* n = root.get("nodes");
   if (ctx.known != nullptr && n == nullptr) {
     // known_fields() walks a config without nodes; list a node's fields anyway.
-    table_reader r{ctx, nullptr, "nodes", "nodes", file_start(ctx)};
+    table_reader r{ctx, nullptr, "nodes", "nodes", detail::file_start()};
     for (auto key : {"name", "host", "port", "devices", "spare", "speed"})
       (void)r.get(key);
     return;
   }
   if (n == nullptr) {
-    ctx.error(file_start(ctx), "nodes", "no nodes: add at least one [[nodes]] table with a name");
+    ctx.error(detail::file_start(), "nodes", "no nodes: add at least one [[nodes]] table with a name");
     return;
   }
   const auto* arr = n->as_array();
@@ -461,7 +432,7 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
 void check_data_file(context& ctx, const toml::table& root, spec& s) {
   if (!s.job.data_file)
     return;
-  table_reader r{ctx, sub_table(ctx, root, "job"), "job", "job", file_start(ctx)};
+  table_reader r{ctx, detail::sub_table(ctx, root, "job", "job"), "job", "job", detail::file_start()};
   const auto& path = *s.job.data_file;
   std::error_code ec;
   if (!fs::exists(path, ec)) {
@@ -617,7 +588,7 @@ constexpr std::string_view top_tables[] = {"cluster", "nodes", "job", "model", "
                                            "timeouts", "recovery", "security", "transport", "daemon"};
 
 void check_cluster(context& ctx, const toml::table& root, spec& s) {
-  table_reader r{ctx, sub_table(ctx, root, "cluster"), "cluster", "cluster", file_start(ctx)};
+  table_reader r{ctx, detail::sub_table(ctx, root, "cluster", "cluster"), "cluster", "cluster", detail::file_start()};
   if (s.nodes.empty())
     return;
   if (s.cluster.supervisor.empty()) {
@@ -635,10 +606,10 @@ void check_cluster(context& ctx, const toml::table& root, spec& s) {
                               did_you_mean(s.cluster.supervisor, names));
   }
   if (s.world_size() == 0)
-    ctx.error(file_start(ctx), "nodes", "no ranks: every node is a spare; make at least one node a worker node");
+    ctx.error(detail::file_start(), "nodes", "no ranks: every node is a spare; make at least one node a worker node");
   const std::uint32_t micro_batches = s.job.global_batch / s.job.micro_batch;
   if (s.world_size() > 0 && micro_batches < s.world_size()) {
-    table_reader job{ctx, sub_table(ctx, root, "job"), "job", "job", file_start(ctx)};
+    table_reader job{ctx, detail::sub_table(ctx, root, "job", "job"), "job", "job", detail::file_start()};
     job.error("global_batch", "global_batch " + std::to_string(s.job.global_batch) + " in micro-batches of " +
                                   std::to_string(s.job.micro_batch) + " gives " + std::to_string(micro_batches) +
                                   " micro-batches per step, fewer than the " + std::to_string(s.world_size()) +

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/text.hpp"
 #include "config/load.hpp"
 
 /// The deployment planner's two input files (docs/PLANNER.md): a cluster file that describes the
@@ -193,12 +194,7 @@ struct file_result {
 
   [[nodiscard]] bool ok() const noexcept { return value.has_value(); }
   /// Every error, one per line.
-  [[nodiscard]] std::string error_text() const {
-    std::string out;
-    for (const auto& e : errors)
-      out += (out.empty() ? "" : "\n") + e.to_string();
-    return out;
-  }
+  [[nodiscard]] std::string error_text() const { return join_lines(errors); }
 };
 
 /// Reads a cluster file's text; `source_name` names it in diagnostics.

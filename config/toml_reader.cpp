@@ -343,19 +343,6 @@ void table_reader::range_error(std::string_view key, const std::string& got, con
   error(key, "must be between " + min + " and " + max + ", got " + got);
 }
 
-const toml::table* sub_table(diagnostics& diag, const toml::table& parent, std::string_view key,
-                             std::string_view field) {
-  const auto* n = parent.get(key);
-  if (n == nullptr)
-    return nullptr;
-  if (!n->is_table()) {
-    diag.error(n->source(), std::string{field},
-               "expected a table ([" + std::string{field} + "]), got " + std::string{type_name(n->type())});
-    return nullptr;
-  }
-  return n->as_table();
-}
-
 const toml::array* table_array(diagnostics& diag, const toml::table& parent, std::string_view key,
                                std::string_view field) {
   const auto* n = parent.get(key);

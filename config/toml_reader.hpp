@@ -105,9 +105,20 @@ class table_reader {
   std::vector<std::string> keys_;
 };
 
-/// The table under `key` of `parent`, reporting a value of another type. Null when absent or wrong.
-const toml::table* sub_table(diagnostics& diag, const toml::table& parent, std::string_view key,
-                             std::string_view field);
+/// The table under `key` of `parent`, reporting a value of another type to `sink` (anything with
+/// `error(region, field, message)`, such as `diagnostics`). Null when absent or wrong.
+template <class Sink>
+const toml::table* sub_table(Sink& sink, const toml::table& parent, std::string_view key, std::string_view field) {
+  const auto* n = parent.get(key);
+  if (n == nullptr)
+    return nullptr;
+  if (!n->is_table()) {
+    sink.error(n->source(), std::string{field},
+               "expected a table ([" + std::string{field} + "]), got " + std::string{type_name(n->type())});
+    return nullptr;
+  }
+  return n->as_table();
+}
 
 /// The array of tables under `key` ([[key]]), reporting a value of another type.
 const toml::array* table_array(diagnostics& diag, const toml::table& parent, std::string_view key,

@@ -2,7 +2,6 @@
 
 #include <string>
 
-#include "kernels/batch_check.hpp"
 #include "common/gpu_plugin.hpp"
 
 namespace rekindle::kernels {
@@ -11,6 +10,11 @@ std::string_view to_string(device_kind k) noexcept {
   return k == device_kind::cpu ? "cpu" : "cuda";
 }
 
+namespace {
+
+// Checks a forward/backward call's arguments: `params_size` covers the layout, tokens and targets
+// hold the same whole number of sequences (at most `max_batch`) of bytes (0..255). Returns the
+// number of sequences.
 expected<std::uint32_t> check_model_batch(const param_layout& layout, std::uint32_t max_batch,
                                           std::size_t params_size, std::span<const std::int32_t> tokens,
                                           std::span<const std::int32_t> targets) {
@@ -35,6 +39,69 @@ expected<std::uint32_t> check_model_batch(const param_layout& layout, std::uint3
       return status{errc::invalid_argument, "token " + std::to_string(i) + " is outside the byte vocabulary"};
   }
   return static_cast<std::uint32_t>(batch);
+}
+
+status check_range(std::size_t offset, std::size_t count, std::size_t size, const char* what) {
+  if (offset > size || count > size - offset)
+    return status{errc::out_of_range, std::string{what} + ": range [" + std::to_string(offset) + ", " +
+                                          std::to_string(offset + count) + ") exceeds a buffer of " +
+                                          std::to_string(size) + " floats"};
+  return {};
+}
+
+}  // namespace
+
+status backend::upload(device_buffer& dst, std::size_t offset, std::span<const float> src) {
+  RK_RETURN_IF_ERROR(check_range(offset, src.size(), dst.size(), "upload"));
+  return do_upload(dst, offset, src);
+}
+
+status backend::download(const device_buffer& src, std::size_t offset, std::span<float> dst) {
+  RK_RETURN_IF_ERROR(check_range(offset, dst.size(), src.size(), "download"));
+  return do_download(src, offset, dst);
+}
+
+status backend::zero(device_buffer& buf, std::size_t offset, std::size_t count) {
+  RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "zero"));
+  return do_zero(buf, offset, count);
+}
+
+status backend::scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) {
+  RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "scale"));
+  return do_scale(buf, offset, count, factor);
+}
+
+expected<double> backend::sum_squares(const device_buffer& buf, std::size_t offset, std::size_t count) {
+  RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "sum_squares"));
+  return do_sum_squares(buf, offset, count);
+}
+
+expected<double> backend::forward_backward(const device_buffer& params, device_buffer& grads,
+                                           std::span<const std::int32_t> tokens,
+                                           std::span<const std::int32_t> targets, float loss_scale) {
+  RK_ASSIGN_OR_RETURN(const std::uint32_t batch,
+                      check_model_batch(layout(), max_batch(), params.size(), tokens, targets));
+  RK_RETURN_IF_ERROR(check_range(0, layout().size(), grads.size(), "gradients"));
+  return do_forward_backward(params, grads, tokens, targets, batch, loss_scale);
+}
+
+expected<double> backend::forward(const device_buffer& params, std::span<const std::int32_t> tokens,
+                                  std::span<const std::int32_t> targets) {
+  RK_ASSIGN_OR_RETURN(const std::uint32_t batch,
+                      check_model_batch(layout(), max_batch(), params.size(), tokens, targets));
+  return do_forward(params, tokens, targets, batch);
+}
+
+status backend::adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
+                      device_buffer& m, device_buffer& v, const adamw_step& step) {
+  if (begin > end)
+    return status{errc::invalid_argument, "adamw: range begins after it ends"};
+  const std::size_t n = end - begin;
+  RK_RETURN_IF_ERROR(check_range(begin, n, params.size(), "adamw parameters"));
+  RK_RETURN_IF_ERROR(check_range(0, n, grads.size(), "adamw gradients"));
+  RK_RETURN_IF_ERROR(check_range(0, n, m.size(), "adamw first moments"));
+  RK_RETURN_IF_ERROR(check_range(0, n, v.size(), "adamw second moments"));
+  return do_adamw(params, begin, end, grads, m, v, step);
 }
 
 namespace {

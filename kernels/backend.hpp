@@ -86,6 +86,8 @@ struct backend_options {
 ///
 /// Every buffer argument must come from this backend's `allocate`. Host-side spans are ordinary
 /// host memory. Results are bitwise reproducible run to run on the same device kind and machine.
+/// The public calls check their arguments (ranges, batch shapes, tokens) once, for every device
+/// kind, and only then call the device's implementation (the private `do_` functions).
 ///
 /// Thread-safety: one thread at a time; distinct backends may be used concurrently.
 class backend {
@@ -96,42 +98,55 @@ class backend {
   /// For people: "cpu (OpenBLAS ..., 1 thread)" or "cuda:0 (NVIDIA H200)".
   [[nodiscard]] virtual std::string describe() const = 0;
   [[nodiscard]] virtual const param_layout& layout() const noexcept = 0;
+  /// The most sequences one forward or forward_backward call takes.
+  [[nodiscard]] virtual std::uint32_t max_batch() const noexcept = 0;
   /// Whether buffers live in host memory (so their data() can be read by host code).
   [[nodiscard]] bool host_memory() const noexcept { return kind() == device_kind::cpu; }
 
   /// `count` zeroed floats.
   [[nodiscard]] virtual expected<device_buffer> allocate(std::size_t count) = 0;
-  /// Copies `src` into `dst` at `offset`. REQUIRES: offset + src.size() <= dst.size().
-  [[nodiscard]] virtual status upload(device_buffer& dst, std::size_t offset, std::span<const float> src) = 0;
-  /// Copies `dst.size()` floats of `src` from `offset`. REQUIRES: offset + dst.size() <= src.size().
-  [[nodiscard]] virtual status download(const device_buffer& src, std::size_t offset, std::span<float> dst) = 0;
+  /// Copies `src` into `dst` at `offset`; out_of_range unless offset + src.size() <= dst.size().
+  [[nodiscard]] status upload(device_buffer& dst, std::size_t offset, std::span<const float> src);
+  /// Copies `dst.size()` floats of `src` from `offset`; out_of_range unless offset + dst.size() <= src.size().
+  [[nodiscard]] status download(const device_buffer& src, std::size_t offset, std::span<float> dst);
   /// Sets `count` floats from `offset` to zero.
-  [[nodiscard]] virtual status zero(device_buffer& buf, std::size_t offset, std::size_t count) = 0;
+  [[nodiscard]] status zero(device_buffer& buf, std::size_t offset, std::size_t count);
   /// Multiplies `count` floats from `offset` by `factor`.
-  [[nodiscard]] virtual status scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) = 0;
+  [[nodiscard]] status scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor);
   /// Σ x² over `count` floats from `offset`, in a fixed order.
-  [[nodiscard]] virtual expected<double> sum_squares(const device_buffer& buf, std::size_t offset,
-                                                     std::size_t count) = 0;
-
+  [[nodiscard]] expected<double> sum_squares(const device_buffer& buf, std::size_t offset, std::size_t count);
   /// Runs the sequences in `tokens`/`targets` (each batch · seq_len bytes as int32, batch <=
   /// max_batch), adds `loss_scale` · ∂(mean loss)/∂params to `grads`, and returns the mean loss.
-  [[nodiscard]] virtual expected<double> forward_backward(const device_buffer& params, device_buffer& grads,
-                                                          std::span<const std::int32_t> tokens,
-                                                          std::span<const std::int32_t> targets,
-                                                          float loss_scale) = 0;
+  [[nodiscard]] expected<double> forward_backward(const device_buffer& params, device_buffer& grads,
+                                                  std::span<const std::int32_t> tokens,
+                                                  std::span<const std::int32_t> targets, float loss_scale);
   /// The mean loss of the sequences, without gradients.
-  [[nodiscard]] virtual expected<double> forward(const device_buffer& params, std::span<const std::int32_t> tokens,
-                                                 std::span<const std::int32_t> targets) = 0;
-
+  [[nodiscard]] expected<double> forward(const device_buffer& params, std::span<const std::int32_t> tokens,
+                                         std::span<const std::int32_t> targets);
   /// AdamW on parameters [begin, end) of the flat buffer: `grads`, `m` and `v` hold the elements
   /// of that range from their index 0. Weight decay applies only where the layout says so
   /// (`step.weight_decay` is used for those, 0 elsewhere).
-  [[nodiscard]] virtual status adamw(device_buffer& params, std::size_t begin, std::size_t end,
-                                     const device_buffer& grads, device_buffer& m, device_buffer& v,
-                                     const adamw_step& step) = 0;
-
+  [[nodiscard]] status adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
+                             device_buffer& m, device_buffer& v, const adamw_step& step);
   /// Waits for queued work (a no-op on the CPU); timings call it before reading the clock.
   [[nodiscard]] virtual status synchronize() = 0;
+
+ private:
+  // The device's implementations, called with arguments already checked.
+  virtual status do_upload(device_buffer& dst, std::size_t offset, std::span<const float> src) = 0;
+  virtual status do_download(const device_buffer& src, std::size_t offset, std::span<float> dst) = 0;
+  virtual status do_zero(device_buffer& buf, std::size_t offset, std::size_t count) = 0;
+  virtual status do_scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) = 0;
+  virtual expected<double> do_sum_squares(const device_buffer& buf, std::size_t offset, std::size_t count) = 0;
+  /// `batch` sequences, checked against the layout and max_batch.
+  virtual expected<double> do_forward_backward(const device_buffer& params, device_buffer& grads,
+                                               std::span<const std::int32_t> tokens,
+                                               std::span<const std::int32_t> targets, std::uint32_t batch,
+                                               float loss_scale) = 0;
+  virtual expected<double> do_forward(const device_buffer& params, std::span<const std::int32_t> tokens,
+                                      std::span<const std::int32_t> targets, std::uint32_t batch) = 0;
+  virtual status do_adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
+                          device_buffer& m, device_buffer& v, const adamw_step& step) = 0;
 };
 
 /// Creates a backend for `options.device`: with `auto_select` a GPU when probe_cuda() finds one,

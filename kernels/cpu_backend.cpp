@@ -9,7 +9,6 @@
 #include "common/check.hpp"
 #include "kernels/apply_adamw.hpp"
 #include "kernels/backend.hpp"
-#include "kernels/batch_check.hpp"
 #include "kernels/cpu_ops.hpp"
 #include "kernels/transformer.hpp"
 
@@ -19,14 +18,6 @@ namespace {
 
 void free_host(float* p) noexcept {
   std::free(p);
-}
-
-status check_range(std::size_t offset, std::size_t count, std::size_t size, const char* what) {
-  if (offset > size || count > size - offset)
-    return status{errc::out_of_range, std::string{what} + ": range [" + std::to_string(offset) + ", " +
-                                          std::to_string(offset + count) + ") exceeds a buffer of " +
-                                          std::to_string(size) + " floats"};
-  return {};
 }
 
 // The CPU backend: cpu_ops<float> driven by transformer<cpu_ops<float>>.
@@ -66,71 +57,54 @@ class cpu_backend final : public backend {
     return device_buffer{p, count, &free_host};
   }
 
-  status upload(device_buffer& dst, std::size_t offset, std::span<const float> src) override {
-    RK_RETURN_IF_ERROR(check_range(offset, src.size(), dst.size(), "upload"));
+  status synchronize() override { return {}; }
+  std::uint32_t max_batch() const noexcept override { return max_batch_; }
+
+ private:
+  status do_upload(device_buffer& dst, std::size_t offset, std::span<const float> src) override {
     std::memcpy(dst.data() + offset, src.data(), src.size_bytes());
     return {};
   }
 
-  status download(const device_buffer& src, std::size_t offset, std::span<float> dst) override {
-    RK_RETURN_IF_ERROR(check_range(offset, dst.size(), src.size(), "download"));
+  status do_download(const device_buffer& src, std::size_t offset, std::span<float> dst) override {
     std::memcpy(dst.data(), src.data() + offset, dst.size_bytes());
     return {};
   }
 
-  status zero(device_buffer& buf, std::size_t offset, std::size_t count) override {
-    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "zero"));
+  status do_zero(device_buffer& buf, std::size_t offset, std::size_t count) override {
     ops_.zero(buf.data() + offset, count);
     return {};
   }
 
-  status scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) override {
-    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "scale"));
+  status do_scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) override {
     ops_.scale(buf.data() + offset, count, factor);
     return {};
   }
 
-  expected<double> sum_squares(const device_buffer& buf, std::size_t offset, std::size_t count) override {
-    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "sum_squares"));
+  expected<double> do_sum_squares(const device_buffer& buf, std::size_t offset, std::size_t count) override {
     return ops_.sum_squares(buf.data() + offset, count);
   }
 
-  expected<double> forward_backward(const device_buffer& params, device_buffer& grads,
-                                    std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
-                                    float loss_scale) override {
-    RK_ASSIGN_OR_RETURN(const std::uint32_t batch, check_batch(params, tokens, targets));
-    RK_RETURN_IF_ERROR(check_range(0, layout_.size(), grads.size(), "gradients"));
+  expected<double> do_forward_backward(const device_buffer& params, device_buffer& grads,
+                                       std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                                       std::uint32_t batch, float loss_scale) override {
     RK_ASSIGN_OR_RETURN(const double loss, model_->forward(params.data(), tokens.data(), targets.data(), batch));
     RK_RETURN_IF_ERROR(model_->backward(params.data(), grads.data(), loss_scale));
     return loss;
   }
 
-  expected<double> forward(const device_buffer& params, std::span<const std::int32_t> tokens,
-                           std::span<const std::int32_t> targets) override {
-    RK_ASSIGN_OR_RETURN(const std::uint32_t batch, check_batch(params, tokens, targets));
+  expected<double> do_forward(const device_buffer& params, std::span<const std::int32_t> tokens,
+                              std::span<const std::int32_t> targets, std::uint32_t batch) override {
     return model_->forward(params.data(), tokens.data(), targets.data(), batch);
   }
 
-  status adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
-               device_buffer& m, device_buffer& v, const adamw_step& step) override {
-    if (begin > end)
-      return status{errc::invalid_argument, "adamw: range begins after it ends"};
-    const std::size_t n = end - begin;
-    RK_RETURN_IF_ERROR(check_range(begin, n, params.size(), "adamw parameters"));
-    RK_RETURN_IF_ERROR(check_range(0, n, grads.size(), "adamw gradients"));
-    RK_RETURN_IF_ERROR(check_range(0, n, m.size(), "adamw first moments"));
-    RK_RETURN_IF_ERROR(check_range(0, n, v.size(), "adamw second moments"));
+  status do_adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
+                  device_buffer& m, device_buffer& v, const adamw_step& step) override {
     apply_adamw(ops_, layout_, params.data(), begin, end, grads.data(), m.data(), v.data(), step);
     return {};
   }
 
-  status synchronize() override { return {}; }
 
- private:
-  expected<std::uint32_t> check_batch(const device_buffer& params, std::span<const std::int32_t> tokens,
-                                      std::span<const std::int32_t> targets) const {
-    return check_model_batch(layout_, max_batch_, params.size(), tokens, targets);
-  }
 
   model_shape shape_;
   param_layout layout_;

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "kernels/apply_adamw.hpp"
-#include "kernels/batch_check.hpp"
 #include "kernels/cuda_ops.hpp"
 #include "kernels/transformer.hpp"
 
@@ -14,14 +13,6 @@ namespace {
 
 void free_device(float* p) noexcept {
   cuda::device_free(p);
-}
-
-status check_range(std::size_t offset, std::size_t count, std::size_t size, const char* what) {
-  if (offset > size || count > size - offset)
-    return status{errc::out_of_range, std::string{what} + ": range [" + std::to_string(offset) + ", " +
-                                          std::to_string(offset + count) + ") exceeds a buffer of " +
-                                          std::to_string(size) + " floats"};
-  return {};
 }
 
 // The CUDA backend: cuda::ops driven by transformer<cuda::ops>. Every entry makes its device
@@ -56,85 +47,70 @@ class cuda_backend final : public backend {
     return device_buffer{static_cast<float*>(p), count, &free_device};
   }
 
-  status upload(device_buffer& dst, std::size_t offset, std::span<const float> src) override {
-    RK_RETURN_IF_ERROR(check_range(offset, src.size(), dst.size(), "upload"));
+  status synchronize() override {
+    RK_RETURN_IF_ERROR(cuda::set_device(index_));
+    return ops_->synchronize();
+  }
+
+  std::uint32_t max_batch() const noexcept override { return max_batch_; }
+
+ private:
+  status do_upload(device_buffer& dst, std::size_t offset, std::span<const float> src) override {
     RK_RETURN_IF_ERROR(cuda::set_device(index_));
     return cuda::copy_to_device(dst.data() + offset, src.data(), src.size_bytes());
   }
 
-  status download(const device_buffer& src, std::size_t offset, std::span<float> dst) override {
-    RK_RETURN_IF_ERROR(check_range(offset, dst.size(), src.size(), "download"));
+  status do_download(const device_buffer& src, std::size_t offset, std::span<float> dst) override {
     RK_RETURN_IF_ERROR(cuda::set_device(index_));
     return cuda::copy_to_host(dst.data(), src.data() + offset, dst.size_bytes());
   }
 
-  status zero(device_buffer& buf, std::size_t offset, std::size_t count) override {
-    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "zero"));
+  status do_zero(device_buffer& buf, std::size_t offset, std::size_t count) override {
     RK_RETURN_IF_ERROR(cuda::set_device(index_));
     ops_->zero(buf.data() + offset, count);
     return ops_->check();
   }
 
-  status scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) override {
-    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "scale"));
+  status do_scale(device_buffer& buf, std::size_t offset, std::size_t count, float factor) override {
     RK_RETURN_IF_ERROR(cuda::set_device(index_));
     ops_->scale(buf.data() + offset, count, factor);
     return ops_->check();
   }
 
-  expected<double> sum_squares(const device_buffer& buf, std::size_t offset, std::size_t count) override {
-    RK_RETURN_IF_ERROR(check_range(offset, count, buf.size(), "sum_squares"));
+  expected<double> do_sum_squares(const device_buffer& buf, std::size_t offset, std::size_t count) override {
     RK_RETURN_IF_ERROR(cuda::set_device(index_));
     const double s = ops_->sum_squares(buf.data() + offset, count);
     RK_RETURN_IF_ERROR(ops_->check());
     return s;
   }
 
-  expected<double> forward_backward(const device_buffer& params, device_buffer& grads,
-                                    std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
-                                    float loss_scale) override {
-    RK_ASSIGN_OR_RETURN(const std::uint32_t batch, prepare(params, tokens, targets));
-    RK_RETURN_IF_ERROR(check_range(0, layout_.size(), grads.size(), "gradients"));
+  expected<double> do_forward_backward(const device_buffer& params, device_buffer& grads,
+                                       std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                                       std::uint32_t batch, float loss_scale) override {
+    RK_RETURN_IF_ERROR(to_device(tokens, targets));
     RK_ASSIGN_OR_RETURN(const double loss, model_->forward(params.data(), tokens_.data(), targets_.data(), batch));
     RK_RETURN_IF_ERROR(model_->backward(params.data(), grads.data(), loss_scale));
     return loss;
   }
 
-  expected<double> forward(const device_buffer& params, std::span<const std::int32_t> tokens,
-                           std::span<const std::int32_t> targets) override {
-    RK_ASSIGN_OR_RETURN(const std::uint32_t batch, prepare(params, tokens, targets));
+  expected<double> do_forward(const device_buffer& params, std::span<const std::int32_t> tokens,
+                              std::span<const std::int32_t> targets, std::uint32_t batch) override {
+    RK_RETURN_IF_ERROR(to_device(tokens, targets));
     return model_->forward(params.data(), tokens_.data(), targets_.data(), batch);
   }
 
-  status adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
-               device_buffer& m, device_buffer& v, const adamw_step& step) override {
-    if (begin > end)
-      return status{errc::invalid_argument, "adamw: range begins after it ends"};
-    const std::size_t n = end - begin;
-    RK_RETURN_IF_ERROR(check_range(begin, n, params.size(), "adamw parameters"));
-    RK_RETURN_IF_ERROR(check_range(0, n, grads.size(), "adamw gradients"));
-    RK_RETURN_IF_ERROR(check_range(0, n, m.size(), "adamw first moments"));
-    RK_RETURN_IF_ERROR(check_range(0, n, v.size(), "adamw second moments"));
+  status do_adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
+                  device_buffer& m, device_buffer& v, const adamw_step& step) override {
     RK_RETURN_IF_ERROR(cuda::set_device(index_));
     apply_adamw(*ops_, layout_, params.data(), begin, end, grads.data(), m.data(), v.data(), step);
     return ops_->check();
   }
 
-  status synchronize() override {
-    RK_RETURN_IF_ERROR(cuda::set_device(index_));
-    return ops_->synchronize();
-  }
-
- private:
-  // Checks the arguments and copies tokens and targets to the device.
-  expected<std::uint32_t> prepare(const device_buffer& params, std::span<const std::int32_t> tokens,
-                                  std::span<const std::int32_t> targets) {
-    RK_ASSIGN_OR_RETURN(const std::uint32_t batch,
-                        check_model_batch(layout_, max_batch_, params.size(), tokens, targets));
+  // Copies checked tokens and targets to the device.
+  status to_device(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
     RK_RETURN_IF_ERROR(cuda::set_device(index_));
     RK_RETURN_IF_ERROR(cuda::copy_to_device(tokens_.data(), tokens.data(), tokens.size_bytes()));
-    RK_RETURN_IF_ERROR(cuda::copy_to_device(targets_.data(), targets.data(), targets.size_bytes()));
-    return batch;
+    return cuda::copy_to_device(targets_.data(), targets.data(), targets.size_bytes());
   }
 
   int index_;

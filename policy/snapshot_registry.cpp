@@ -87,7 +87,7 @@ bool snapshot_registry::on_held(const snapshot_report& r) {
   return maybe_commit(gen->second, r.step);
 }
 
-bool snapshot_registry::on_held_all(epoch_t e, step_t s, state_source::kind where, std::span<const rank_slot> placement,
+bool snapshot_registry::on_held_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
                                     std::span<const node_id> holder_of_node) {
   const auto gen = gen_of_epoch_.find(e);
   if (gen == gen_of_epoch_.end())
@@ -114,7 +114,7 @@ void snapshot_registry::on_dropped(const snapshot_report& r) {
     forget_copy(gen->second, r.rank, r.step, {r.holder, r.where});
 }
 
-void snapshot_registry::on_dropped_all(epoch_t e, step_t s, state_source::kind where, std::span<const rank_slot> placement,
+void snapshot_registry::on_dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
                                        std::span<const node_id> holder_of_node) {
   const auto gen = gen_of_epoch_.find(e);
   if (gen == gen_of_epoch_.end())
@@ -128,7 +128,7 @@ void snapshot_registry::on_dropped_all(epoch_t e, step_t s, state_source::kind w
   }
 }
 
-void snapshot_registry::forget_restore_copy(rank_id old_rank, step_t step, node_id holder_node, state_source::kind where) {
+void snapshot_registry::forget_restore_copy(rank_id old_rank, step_t step, node_id holder_node, copy_kind where) {
   forget_copy(restore_gen_, old_rank, step, {holder_node, where});
 }
 
@@ -159,7 +159,7 @@ bool snapshot_registry::held_in_every_slot(step_t step) const {
     const auto* steps = rank_of(w->second, r);
     const auto* c = steps != nullptr ? find(*steps, step) : nullptr;
     if (c == nullptr || std::none_of(c->holders.begin(), c->holders.end(), [&](const holder& h) {
-          return h.where == state_source::kind::local_slot && up(h.node);
+          return h.where == copy_kind::local_slot && up(h.node);
         }))
       return false;
   }
@@ -220,7 +220,7 @@ std::optional<restore_choice> snapshot_registry::choose_restore() const {
   c.step = step;
   c.world = world;
   for (std::uint32_t r = 0; r < world; ++r)
-    c.sources.push_back(state_source{rank_id{r}, reader, state_source::kind::disk});
+    c.sources.push_back(state_source{rank_id{r}, reader, copy_kind::disk});
   return c;
 }
 

@@ -27,7 +27,7 @@ struct state_source {
   rank_id old_rank;
   /// The node that holds it in memory (its own node's slot, or a buddy's replica).
   node_id holder;
-  enum class kind : std::uint8_t { local_slot, buddy_replica, disk } where = kind::local_slot;
+  copy_kind where = copy_kind::local_slot;
   bool operator==(const state_source&) const = default;
 };
 
@@ -39,7 +39,7 @@ struct snapshot_report {
   rank_id rank;
   step_t step;
   node_id holder;
-  state_source::kind where = state_source::kind::local_slot;
+  copy_kind where = copy_kind::local_slot;
 };
 
 /// Where a restore reads every rank's state: a step of one world, and each rank's source.
@@ -93,15 +93,15 @@ class snapshot_registry {
   /// own node (`holder_of_node` empty) or on `holder_of_node[its node]` (a node id past the nodes:
   /// none). Exactly on_held for each rank in placement order, in one pass. Returns true when it
   /// commits a newer step.
-  bool on_held_all(epoch_t e, step_t s, state_source::kind where, std::span<const rank_slot> placement,
+  bool on_held_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
                    std::span<const node_id> holder_of_node);
   /// A node no longer holds a copy it reported.
   void on_dropped(const snapshot_report& r);
   /// As on_dropped for every rank of `placement`, as on_held_all.
-  void on_dropped_all(epoch_t e, step_t s, state_source::kind where, std::span<const rank_slot> placement,
+  void on_dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
                       std::span<const node_id> holder_of_node);
   /// The copy a restore of the current epoch named could not be read: forgotten.
-  void forget_restore_copy(rank_id old_rank, step_t step, node_id holder, state_source::kind where);
+  void forget_restore_copy(rank_id old_rank, step_t step, node_id holder, copy_kind where);
   /// The newest committed step of the current world, if any.
   [[nodiscard]] std::optional<step_t> committed() const;
   /// Whether every rank of the current world holds `step` in its own slot on a live node: what
@@ -141,7 +141,7 @@ class snapshot_registry {
   /// A node holding a copy, and how.
   struct holder {
     node_id node;
-    state_source::kind where = state_source::kind::local_slot;
+    copy_kind where = copy_kind::local_slot;
     auto operator<=>(const holder&) const = default;
   };
   /// One step of one rank: who holds it (sorted, each once).

@@ -185,41 +185,47 @@ std::vector<policy_action> supervisor_policy::on_node_lost(node_id n, const std:
   if (!holds_ranks || state_ == job_state::waiting_for_nodes || state_ == job_state::completed ||
       state_ == job_state::failed || state_ == job_state::stopped)
     return out;
-  // Its ranks move to a free spare with their rank numbers, or the world shrinks.
-  std::vector<rank_slot> placement;
-  std::set<rank_id> moved;
-  if (auto spare = free_spare()) {
-    std::uint32_t local = 0;
-    for (auto s : placement_) {
-      if (s.node == n) {
-        s.node = *spare;
-        s.local_index = local++;
-        moved.insert(s.rank);
-      }
-      placement.push_back(s);
-    }
-    out.push_back(note_event{"ranks_moved",
-                             std::to_string(moved.size()) + " rank(s) of " + config_.nodes[n.value()].name + " move to spare " +
-                                 config_.nodes[spare->value()].name,
-                             {}, n});
-  } else {
-    std::uint32_t next = 0;
-    for (auto s : placement_) {
-      if (s.node == n)
-        continue;
-      s.rank = rank_id{next++};
-      placement.push_back(s);
-    }
-    out.push_back(note_event{"world_shrinks",
-                             "no spare: the world shrinks from " + std::to_string(world()) + " to " +
-                                 std::to_string(placement.size()) + " ranks; the global batch stays",
-                             {}, n});
-  }
+  auto [placement, moved, note] = placement_without(n);
+  out.push_back(std::move(note));
   if (state_ == job_state::paused) {
     placement_ = std::move(placement);
     return out;
   }
   new_epoch(out, std::move(placement), moved, config_.nodes[n.value()].name + " lost");
+  return out;
+}
+
+supervisor_policy::placement_change supervisor_policy::placement_without(node_id n) const {
+  placement_change out;
+  if (auto spare = free_spare()) {
+    // Its ranks move to a free spare with their rank numbers.
+    std::uint32_t local = 0;
+    for (auto s : placement_) {
+      if (s.node == n) {
+        s.node = *spare;
+        s.local_index = local++;
+        out.moved.insert(s.rank);
+      }
+      out.placement.push_back(s);
+    }
+    out.note = note_event{"ranks_moved",
+                          std::to_string(out.moved.size()) + " rank(s) of " + config_.nodes[n.value()].name +
+                              " move to spare " + config_.nodes[spare->value()].name,
+                          {}, n};
+  } else {
+    // No spare: the world shrinks, the other ranks numbered from 0 again.
+    std::uint32_t next = 0;
+    for (auto s : placement_) {
+      if (s.node == n)
+        continue;
+      s.rank = rank_id{next++};
+      out.placement.push_back(s);
+    }
+    out.note = note_event{"world_shrinks",
+                          "no spare: the world shrinks from " + std::to_string(world()) + " to " +
+                              std::to_string(out.placement.size()) + " ranks; the global batch stays",
+                          {}, n};
+  }
   return out;
 }
 
@@ -240,12 +246,12 @@ bool supervisor_policy::on_snapshot(const snapshot_report& r) { return copies_.o
 void supervisor_policy::on_snapshot_dropped(const snapshot_report& r) { copies_.on_dropped(r); }
 
 std::vector<policy_action> supervisor_policy::on_restore_failed(rank_id r, epoch_t e, rank_id old_rank, step_t step,
-                                                                node_id holder, state_source::kind where,
+                                                                node_id holder, copy_kind where,
                                                                 const std::string& why) {
   std::vector<policy_action> out;
   if (e != epoch_ || state_ != job_state::running)
     return out;
-  if (where == state_source::kind::disk)
+  if (where == copy_kind::disk)
     copies_.forget_checkpoint(step);
   else
     copies_.forget_restore_copy(old_rank, step, holder, where);
@@ -519,12 +525,12 @@ std::vector<policy_action> supervisor_policy::on_progress_all(epoch_t e, step_t 
   return out;
 }
 
-bool supervisor_policy::on_snapshot_all(epoch_t e, step_t s, state_source::kind where,
+bool supervisor_policy::on_snapshot_all(epoch_t e, step_t s, copy_kind where,
                                         std::span<const node_id> holder_of_node) {
   return copies_.current_world(e) && copies_.on_held_all(e, s, where, placement_, holder_of_node);
 }
 
-void supervisor_policy::on_snapshot_dropped_all(epoch_t e, step_t s, state_source::kind where,
+void supervisor_policy::on_snapshot_dropped_all(epoch_t e, step_t s, copy_kind where,
                                                 std::span<const node_id> holder_of_node) {
   if (copies_.current_world(e))
     copies_.on_dropped_all(e, s, where, placement_, holder_of_node);
@@ -579,27 +585,8 @@ std::vector<policy_action> supervisor_policy::drain(node_id n) {
   const bool holds_ranks = std::any_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.node == n; });
   if (!holds_ranks || !active(state_))
     return out;
-  std::vector<rank_slot> placement;
-  std::set<rank_id> moved;
-  if (auto spare = free_spare()) {
-    std::uint32_t local = 0;
-    for (auto s : placement_) {
-      if (s.node == n) {
-        s.node = *spare;
-        s.local_index = local++;
-        moved.insert(s.rank);
-      }
-      placement.push_back(s);
-    }
-  } else {
-    std::uint32_t next = 0;
-    for (auto s : placement_) {
-      if (s.node == n)
-        continue;
-      s.rank = rank_id{next++};
-      placement.push_back(s);
-    }
-  }
+  auto [placement, moved, note] = placement_without(n);
+  out.push_back(std::move(note));
   // The drained node's daemon stays up: its slots remain a source for the restore.
   new_epoch(out, std::move(placement), {}, "drain of " + config_.nodes[n.value()].name);
   return out;

@@ -188,7 +188,7 @@ class supervisor_policy {
   /// `where`, named in the start of epoch `e`: that copy is forgotten and a new epoch chooses the
   /// restore point again (an older step, another copy, or step 0).
   std::vector<policy_action> on_restore_failed(rank_id r, epoch_t e, rank_id old_rank, step_t step, node_id holder,
-                                               state_source::kind where, const std::string& why);
+                                               copy_kind where, const std::string& why);
   /// (5) A rank's process ended, or its collectives failed, or it was found hung.
   std::vector<policy_action> on_rank_failed(rank_id r, epoch_t e, const std::string& why);
   /// A rank's collective failed (a timeout or a peer error): a symptom; the rank that caused it
@@ -218,9 +218,9 @@ class supervisor_policy {
   /// the rank's own node when `holder_of_node` is empty, else `holder_of_node[its node]`. As for
   /// on_snapshot, a holder that is not a node of the configuration records nothing for that rank.
   /// Returns true when it commits a newer step.
-  bool on_snapshot_all(epoch_t e, step_t s, state_source::kind where, std::span<const node_id> holder_of_node = {});
+  bool on_snapshot_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node = {});
   /// on_snapshot_dropped for every rank of the placement, as on_snapshot_all.
-  void on_snapshot_dropped_all(epoch_t e, step_t s, state_source::kind where, std::span<const node_id> holder_of_node = {});
+  void on_snapshot_dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node = {});
 
   /// Forgets the copies of world generations a restore is unlikely to need (snapshot_registry::prune).
   std::size_t prune_snapshots() { return copies_.prune(); }
@@ -269,6 +269,15 @@ class supervisor_policy {
                  const std::string& why);
   std::vector<rank_slot> initial_placement() const;
   std::optional<node_id> free_spare() const;
+  /// The placement without node `n` (lost or drained), one rule for both: its ranks on a free
+  /// spare with their rank numbers (`moved`), or with no spare the others renumbered from 0 (the
+  /// world shrinks); `note` says which.
+  struct placement_change {
+    std::vector<rank_slot> placement;
+    std::set<rank_id> moved;
+    note_event note;
+  };
+  [[nodiscard]] placement_change placement_without(node_id n) const;
   [[nodiscard]] std::vector<std::optional<node_id>> buddies() const;
   void fail(std::vector<policy_action>& out, const std::string& why);
   void maybe_start(std::vector<policy_action>& out);

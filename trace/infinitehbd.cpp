@@ -152,15 +152,7 @@ std::optional<infinitehbd_mapping> map_infinitehbd(std::string_view level, std::
   return level_default(level);
 }
 
-std::string convert_result::error_text() const {
-  std::string out;
-  for (const auto& e : errors) {
-    if (!out.empty())
-      out += '\n';
-    out += e.to_string();
-  }
-  return out;
-}
+std::string convert_result::error_text() const { return join_lines(errors); }
 
 convert_result convert_infinitehbd(std::string_view json_text, std::string source_name, const cluster_shape& cluster,
                                    const infinitehbd_options& options) {

@@ -474,7 +474,7 @@ class simulator {
     const auto bulk = [&](const auto& by_copy, bool drop) {
       for (const auto& [key, list] : by_copy) {
         const auto& [x, replica] = key;
-        const auto where = replica ? state_source::kind::buddy_replica : state_source::kind::local_slot;
+        const auto where = replica ? copy_kind::buddy_replica : copy_kind::local_slot;
         for (auto n : list)
           mask[n] = replica ? buddy_holders_[n] : node_id{n};
         if (drop)
@@ -657,7 +657,7 @@ class simulator {
     recompute_slow_factor();
     result_.world_min = std::min(result_.world_min, world_);
     // The slowest source gates the restore: every rank must have its state.
-    auto worst = state_source::kind::local_slot;
+    auto worst = copy_kind::local_slot;
     for (const auto& src : s.sources)
       worst = std::max(worst, src.where);
     std::int64_t restore = 0;
@@ -666,13 +666,13 @@ class simulator {
         ++result_.restores_scratch;
     } else {
       const double bytes = static_cast<double>(m_.state_size) * s.restore_world / std::max<std::uint32_t>(world_, 1);
-      const double bandwidth = worst == state_source::kind::local_slot      ? m_.memory_bandwidth
-                               : worst == state_source::kind::buddy_replica ? m_.buddy_bandwidth
+      const double bandwidth = worst == copy_kind::local_slot      ? m_.memory_bandwidth
+                               : worst == copy_kind::buddy_replica ? m_.buddy_bandwidth
                                                                            : m_.disk_bandwidth;
       restore = seconds_to_ns(bytes / bandwidth);
       if (started_)
-        ++(worst == state_source::kind::local_slot      ? result_.restores_memory
-           : worst == state_source::kind::buddy_replica ? result_.restores_buddy
+        ++(worst == copy_kind::local_slot      ? result_.restores_memory
+           : worst == copy_kind::buddy_replica ? result_.restores_buddy
                                                        : result_.restores_disk);
     }
     result_.restores.push_back({s.epoch.value(), s.restore_step.value(),

@@ -541,15 +541,7 @@ bool fault_event::operator==(const fault_event& o) const {
          extensions == o.extensions;
 }
 
-std::string parse_result::error_text() const {
-  std::string out;
-  for (const auto& e : errors) {
-    if (!out.empty())
-      out += '\n';
-    out += e.to_string();
-  }
-  return out;
-}
+std::string parse_result::error_text() const { return join_lines(errors); }
 
 parse_result parse(std::string_view text, std::string source_name, const cluster_shape* cluster) {
   reader r{std::move(source_name), cluster};

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "apps/rekindle/admin_call.hpp"
 #include "common/chart.hpp"
 #include "common/logging.hpp"
+#include "common/text.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
 #include "trace/event_log.hpp"
@@ -76,16 +78,33 @@ expected<connection_target> resolve(const connection_defaults& o) {
   return out;
 }
 
-call_result call(const connection_options& o, const std::string& command, const std::vector<std::string>& args,
-                 admin_session* session) {
-  if (session != nullptr && session->client) {
-    // One connection for many calls; a broken one is made again below.
-    auto reply = session->client->call(command, args, std::chrono::seconds{30});
-    if (reply) {
-      if (reply->code != 0)
-        std::cerr << "rekindle: " << reply->text << "\n";
-      return reply->code != 0 ? call_result{reply->code} : call_result{0, reply->text, reply->json};
+int exit_code_of(errc code) noexcept {
+  switch (code) {
+    case errc::invalid_argument:
+    case errc::invalid_config:
+    case errc::parse_error:
+    case errc::out_of_range:
+    case errc::not_found: return 2;
+    case errc::permission_denied:
+    case errc::unauthenticated:
+    case errc::failed_precondition: return 3;
+    default: return 1;
+  }
+}
+
+call_result call_with(const connection_options& o, const admin_sender& send, admin_session* session) {
+  const auto answer = [](expected<actors::admin_reply> reply) -> call_result {
+    if (!reply) {
+      std::cerr << "rekindle: " << reply.error().message() << "\n";
+      return {exit_code_of(reply.error().code())};
     }
+    return {0, std::move(reply->text), std::move(reply->json)};
+  };
+  if (session != nullptr && session->client) {
+    // One connection for many calls; a broken one (no answer at all) is made again below.
+    auto reply = send(*session->client);
+    if (reply || reply.error().code() != errc::timeout)
+      return answer(std::move(reply));
     session->client.reset();
   }
   init_logging("rekindle", log_level::error);
@@ -105,27 +124,34 @@ call_result call(const connection_options& o, const std::string& command, const 
   }
   if (!client) {
     std::cerr << "rekindle: " << client.error().message() << "\n";
-    return {client.error().code() == errc::unauthenticated ? 3 : client.error().code() == errc::invalid_argument ? 2 : 1};
+    return {exit_code_of(client.error().code())};
   }
-  auto reply = (*client)->call(command, args, std::chrono::seconds{30});
+  auto reply = send(**client);
   if (session != nullptr)
     session->client = std::move(*client);
-  if (!reply) {
-    std::cerr << "rekindle: " << reply.error().message() << "\n";
-    return {1};
+  return answer(std::move(reply));
+}
+
+std::optional<actors::job_status> status_of(const connection_options& o, admin_session* session, int& code) {
+  const auto r = call(o, actors::admin_status{}, session);
+  code = r.code;
+  if (r.code != 0)
+    return std::nullopt;
+  auto st = actors::parse_job_status(r.json);
+  if (!st) {
+    std::cerr << "rekindle: the supervisor's answer to status: " << st.error().message() << "\n";
+    code = 1;
+    return std::nullopt;
   }
-  if (reply->code != 0) {
-    std::cerr << "rekindle: " << reply->text << "\n";
-    return {reply->code};
-  }
-  return {0, reply->text, reply->json};
+  return std::move(*st);
 }
 
 namespace {
 
-// Runs one admin command and prints its reply; returns the shell's exit status.
-int run(const connection_options& o, const std::string& command, const std::vector<std::string>& args) {
-  const auto r = call(o, command, args);
+// Runs one admin request and prints its reply; returns the shell's exit status.
+template <class Request>
+int run(const connection_options& o, const Request& request) {
+  const auto r = call(o, request);
   if (r.code != 0)
     return r.code;
   if (o.json && !r.json.empty())
@@ -152,94 +178,84 @@ std::string fixed(double v, int digits) {
 std::string ms_text(double seconds) { return fixed(seconds * 1000.0, seconds < 0.01 ? 2 : 0) + " ms"; }
 
 // The status as one line for people (EXPERIENCE.md).
-void print_status(const nlohmann::json& j) {
-  std::string state = j.value("state", "");
+void print_status(const actors::job_status& j) {
+  std::string state = j.state;
   std::transform(state.begin(), state.end(), state.begin(), [](unsigned char c) { return std::toupper(c); });
-  std::cout << "job " << j.value("job", "") << "  " << state << "  epoch " << j.value("epoch", 0) << "  step "
-            << j.value("step", 0) << "/" << j.value("total_steps", 0);
-  if (j.contains("loss") && j["loss"].is_number())
-    std::cout << "  loss " << fixed(j["loss"].get<double>(), 3);
-  if (j.contains("tokens_per_s") && j["tokens_per_s"].is_number())
-    std::cout << "  " << fixed(j["tokens_per_s"].get<double>() / 1000.0, 1) << "k tok/s";
+  std::cout << "job " << j.job << "  " << state << "  epoch " << j.epoch << "  step " << j.step << "/" << j.total_steps;
+  if (j.loss)
+    std::cout << "  loss " << fixed(*j.loss, 3);
+  if (j.tokens_per_s)
+    std::cout << "  " << fixed(*j.tokens_per_s / 1000.0, 1) << "k tok/s";
   std::cout << "\n";
-  if (j.contains("committed_step") && j["committed_step"].is_number())
-    std::cout << "committed in memory: step " << j["committed_step"].get<std::uint64_t>();
+  if (j.committed_step)
+    std::cout << "committed in memory: step " << *j.committed_step;
   else
     std::cout << "committed in memory: none yet";
-  if (j.contains("checkpoint")) {
-    const auto& c = j["checkpoint"];
-    std::cout << " · on disk: "
-              << (c["last_step"].is_number() ? "step " + std::to_string(c["last_step"].get<std::uint64_t>()) : "none");
-    if (c["writing_step"].is_number())
-      std::cout << " (writing step " << c["writing_step"].get<std::uint64_t>() << ")";
-    if (c["error"].is_string())
-      std::cout << "\nCHECKPOINT FAILING: " << c["error"].get<std::string>();
-  }
+  const auto& c = j.checkpoint;
+  std::cout << " · on disk: " << (c.last_step ? "step " + std::to_string(*c.last_step) : "none");
+  if (c.writing_step)
+    std::cout << " (writing step " << *c.writing_step << ")";
+  if (c.error)
+    std::cout << "\nCHECKPOINT FAILING: " << *c.error;
   std::cout << "\n";
-  const auto& recs = j.value("recoveries", nlohmann::json::array());
-  if (recs.empty()) {
+  if (j.recoveries.empty()) {
     std::cout << "no failure so far\n";
   } else {
-    const auto& r = recs.back();
-    std::cout << recs.size() << " recover" << (recs.size() == 1 ? "y" : "ies") << "; last: " << r.value("cause", "")
-              << (r.value("done", false) ? " · recovered in " + fixed(r.value("total_s", 0.0), 2) + " s" : " · recovering")
-              << " · lost " << r.value("steps_lost", 0) << " step(s)\n";
+    const auto& r = j.recoveries.back();
+    std::cout << j.recoveries.size() << " recover" << (j.recoveries.size() == 1 ? "y" : "ies") << "; last: " << r.cause
+              << (r.done ? " · recovered in " + fixed(r.total_s, 2) + " s" : " · recovering") << " · lost "
+              << r.steps_lost << " step(s)\n";
   }
 }
 
-void print_ranks(const nlohmann::json& j) {
+void print_ranks(const actors::job_status& j) {
   // micro-batches: the rank's share of a step; speed: its measured micro-batches per second of compute.
   std::cout << "rank  node  state       step    step-time  micro-batches  speed    restarts  last-snapshot\n";
-  for (const auto& r : j.value("ranks", nlohmann::json::array())) {
-    const auto& mb = r.contains("micro_batches") ? r["micro_batches"] : nlohmann::json();
-    const auto& speed = r.contains("speed") ? r["speed"] : nlohmann::json();
-    std::cout << pad(std::to_string(r.value("rank", 0)), 6) << pad(r.value("node", ""), 6) << pad(r.value("state", ""), 12)
-              << pad(std::to_string(r.value("step", 0)), 8) << pad(ms_text(r.value("step_time_s", 0.0)), 11)
-              << pad(mb.is_number() ? std::to_string(mb.get<unsigned>()) : "-", 15)
-              << pad(speed.is_number() ? fixed(speed.get<double>(), 0) + "/s" : "-", 9)
-              << pad(std::to_string(r.value("restarts", 0)), 10) << r.value("last_snapshot", 0) << "\n";
-  }
+  for (const auto& r : j.ranks)
+    std::cout << pad(std::to_string(r.rank), 6) << pad(r.node, 6) << pad(r.state, 12) << pad(std::to_string(r.step), 8)
+              << pad(ms_text(r.step_time_s), 11) << pad(r.micro_batches ? std::to_string(*r.micro_batches) : "-", 15)
+              << pad(r.speed ? fixed(*r.speed, 0) + "/s" : "-", 9) << pad(std::to_string(r.restarts), 10)
+              << r.last_snapshot << "\n";
 }
 
-void print_nodes(const nlohmann::json& j) {
+void print_nodes(const actors::job_status& j) {
   std::cout << "node  up   standby  ranks\n";
-  for (const auto& n : j.value("nodes", nlohmann::json::array())) {
+  for (const auto& n : j.nodes) {
     std::string ranks;
-    for (const auto& r : j.value("ranks", nlohmann::json::array()))
-      if (r.value("node", "") == n.value("name", ""))
-        ranks += (ranks.empty() ? "" : ",") + std::to_string(r.value("rank", 0));
-    std::cout << pad(n.value("name", ""), 6) << pad(n.value("up", false) ? "yes" : "NO", 5)
-              << pad(n.value("standby_ready", false) ? "warm" : "-", 9) << (ranks.empty() ? "-" : ranks) << "\n";
+    for (const auto& r : j.ranks)
+      if (r.node == n.name)
+        ranks += (ranks.empty() ? "" : ",") + std::to_string(r.rank);
+    std::cout << pad(n.name, 6) << pad(n.up ? "yes" : "NO", 5) << pad(n.standby_ready ? "warm" : "-", 9)
+              << (ranks.empty() ? "-" : ranks) << "\n";
   }
 }
 
-void print_recoveries(const nlohmann::json& j) {
-  const auto& recs = j.value("recoveries", nlohmann::json::array());
-  if (recs.empty()) {
+void print_recoveries(const actors::job_status& j) {
+  if (j.recoveries.empty()) {
     std::cout << "no failure so far\n";
     return;
   }
   std::cout << "epoch  cause                                     detect   respawn  rendezvous  restore  total    "
                "restored-from          lost\n";
-  for (const auto& r : recs)
-    std::cout << pad(std::to_string(r.value("epoch", 0)), 7) << pad(r.value("cause", "").substr(0, 40), 42)
-              << pad(ms_text(r.value("detect_s", 0.0)), 9) << pad(ms_text(r.value("respawn_s", 0.0)), 9)
-              << pad(ms_text(r.value("rendezvous_s", 0.0)), 12) << pad(ms_text(r.value("restore_s", 0.0)), 9)
-              << pad(r.value("done", false) ? ms_text(r.value("total_s", 0.0)) : "…", 9)
-              << pad(r.value("source", "") + " @" + std::to_string(r.value("restored_step", 0)), 23)
-              << r.value("steps_lost", 0) << "\n";
+  for (const auto& r : j.recoveries)
+    std::cout << pad(std::to_string(r.epoch), 7) << pad(r.cause.substr(0, 40), 42) << pad(ms_text(r.detect_s), 9)
+              << pad(ms_text(r.respawn_s), 9) << pad(ms_text(r.rendezvous_s), 12) << pad(ms_text(r.restore_s), 9)
+              << pad(r.done ? ms_text(r.total_s) : "…", 9) << pad(r.source + " @" + std::to_string(r.restored_step), 23)
+              << r.steps_lost << "\n";
 }
 
 // A view of the status: the whole JSON (or `key` of it) with --json, else `print`.
-int show_status(const connection_options& o, const char* key, void (*print)(const nlohmann::json&)) {
-  const auto r = call(o, "status", {});
-  if (r.code != 0)
-    return r.code;
-  const auto j = nlohmann::json::parse(r.json);
-  if (o.json)
-    std::cout << (key ? j.value(key, nlohmann::json::array()) : j).dump(2) << "\n";
-  else
-    print(j);
+int show_status(const connection_options& o, const char* key, void (*print)(const actors::job_status&)) {
+  int code = 0;
+  const auto st = status_of(o, nullptr, code);
+  if (!st)
+    return code;
+  if (o.json) {
+    const nlohmann::json j = *st;
+    std::cout << (key ? j.at(key) : j).dump(2) << "\n";
+  } else {
+    print(*st);
+  }
   return 0;
 }
 
@@ -258,7 +274,7 @@ void print_event(const nlohmann::json& e) {
 // events [--since SEQ] [--follow]: the event log; with --follow, new events as they come.
 int show_events(const connection_options& o, std::uint64_t since, bool follow) {
   for (;;) {
-    const auto r = call(o, "events", {std::to_string(since)});
+    const auto r = call(o, actors::admin_events{0, since});
     if (r.code != 0)
       return r.code;
     for (const auto& e : nlohmann::json::parse(r.json)) {
@@ -285,7 +301,7 @@ int show_loss(const connection_options& o, int width, int height) {
     const char* columns = std::getenv("COLUMNS");
     width = std::clamp((columns != nullptr ? std::atoi(columns) : 80) - 12, 10, 1000);
   }
-  const auto r = call(o, "loss", {std::to_string(width)});
+  const auto r = call(o, actors::admin_loss{0, static_cast<std::uint32_t>(width)});
   if (r.code != 0)
     return r.code;
   const auto j = nlohmann::json::parse(r.json);
@@ -309,13 +325,13 @@ int show_loss(const connection_options& o, int width, int height) {
 // events --export-trace FILE: what happened to the job, as a trace the simulator and replay read.
 int export_trace(const connection_options& o, const std::string& file) {
   admin_session session;
-  const auto st = call(o, "status", {}, &session);
-  if (st.code != 0)
-    return st.code;
-  const auto job_status = nlohmann::json::parse(st.json);
+  int code = 0;
+  const auto job = status_of(o, &session, code);
+  if (!job)
+    return code;
   std::vector<trace::logged_event> log;
   for (std::uint64_t since = 0;;) {
-    const auto r = call(o, "events", {std::to_string(since)}, &session);
+    const auto r = call(o, actors::admin_events{0, since}, &session);
     if (r.code != 0)
       return r.code;
     const auto page = nlohmann::json::parse(r.json);
@@ -338,10 +354,10 @@ int export_trace(const connection_options& o, const std::string& file) {
       break;
   }
   trace::trace_header h;
-  h.source = "rekindle event log of job " + job_status.value("job", std::string{});
+  h.source = "rekindle event log of job " + job->job;
   h.description = "exported by rekindle events --export-trace";
-  h.nodes = static_cast<std::uint32_t>(job_status.value("nodes", nlohmann::json::array()).size());
-  h.world = job_status.value("world", 0u);
+  h.nodes = static_cast<std::uint32_t>(job->nodes.size());
+  h.world = job->world;
   const auto t = trace::trace_from_event_log(log, h);
   if (!t) {
     std::cerr << "rekindle: " << t.error().message() << "\n";
@@ -355,45 +371,60 @@ int export_trace(const connection_options& o, const std::string& file) {
   return 0;
 }
 
-// A command that changes the job, confirmed with --yes: `NAME [KEYWORD] POSITIONAL... --yes`.
-// The supervisor's `command` gets the positionals' values, then what `extra` adds (options).
+// A command that changes the job, confirmed with --yes: `NAME [KEYWORD] ARGUMENTS... --yes`. The
+// caller binds the arguments to typed values with CLI11 and `make` builds the request from them.
 struct confirmed_command {
   const char* name;
   const char* help;
-  const char* command;
   const char* why_confirm;
-  /// A fixed word before the positionals ("rank", "node"), or nullptr.
+  /// A fixed word before the arguments ("rank", "node"), or nullptr.
   const char* keyword;
-  std::vector<std::pair<const char*, const char*>> positionals;
 };
 
-CLI::App* add_confirmed(CLI::App& app, const confirmed_command& c, int& exit_code,
-                        std::function<std::vector<std::string>()> extra = {}) {
+template <class Make>
+CLI::App* add_confirmed(CLI::App& app, const confirmed_command& c, int& exit_code, Make make) {
   auto o = std::make_shared<connection_options>();
   auto keyword = std::make_shared<std::string>();
-  auto values = std::make_shared<std::vector<std::string>>(c.positionals.size());
   auto yes = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand(c.name, c.help);
   add_connection_options(cmd, *o);
   if (c.keyword != nullptr)
     cmd->add_option("what", *keyword, std::string{"'"} + c.keyword + "'")->required()->check(CLI::IsMember({c.keyword}));
-  for (std::size_t i = 0; i < c.positionals.size(); ++i)
-    cmd->add_option(c.positionals[i].first, (*values)[i], c.positionals[i].second)->required();
   cmd->add_flag("--yes", *yes, "Do it without asking (required when not interactive)");
-  cmd->callback([o, keyword, values, yes, command = std::string{c.command}, why = std::string{c.why_confirm},
-                 extra = std::move(extra), &exit_code] {
+  // The callback owns what the options write into.
+  cmd->callback([o, keyword, yes, why = std::string{c.why_confirm}, make = std::move(make), &exit_code] {
     if (!*yes) {
       std::cerr << "rekindle: " << why << "; add --yes to confirm\n";
       exit_code = 2;
       return;
     }
-    auto args = *values;
-    if (extra)
-      for (auto& a : extra())
-        args.push_back(std::move(a));
-    exit_code = run(*o, command, args);
+    exit_code = run(*o, make());
   });
   return cmd;
+}
+
+// A required number argument within [lo, hi], bound to `target`; anything else is refused before
+// the supervisor is asked: "'x' is not <what>".
+template <class T>
+CLI::Option* add_number(CLI::App* cmd, const std::string& name, T& target, T lo, T hi, const std::string& what,
+                        const std::string& help) {
+  return cmd
+      ->add_option_function<std::string>(
+          name,
+          [&target, lo, hi, what](const std::string& text) {
+            T value{};
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+            if (ec != std::errc{} || end != text.data() + text.size() || !(value >= lo && value <= hi))
+              throw CLI::ValidationError("'" + text + "' is not " + what);
+            target = value;
+          },
+          help)
+      ->required();
+}
+
+// A rank argument ("id"), bound to `rank`.
+void add_rank(CLI::App* cmd, std::uint32_t& rank) {
+  add_number<std::uint32_t>(cmd, "id", rank, 0, 999999, "a rank number", "The rank");
 }
 
 }  // namespace
@@ -407,17 +438,17 @@ std::optional<std::pair<std::vector<std::string>, std::vector<std::string>>> ran
   auto client = actors::admin_client::connect(where->spec, where->target, std::chrono::seconds{2});
   if (!client)
     return std::nullopt;
-  auto reply = (*client)->call("status", {}, std::chrono::seconds{2});
-  if (!reply || reply->code != 0)
+  auto reply = (*client)->call(actors::admin_status{}, std::chrono::seconds{2});
+  if (!reply)
     return std::nullopt;
-  const auto j = nlohmann::json::parse(reply->json, nullptr, false);
-  if (j.is_discarded())
+  const auto st = actors::parse_job_status(reply->json);
+  if (!st)
     return std::nullopt;
   std::pair<std::vector<std::string>, std::vector<std::string>> out;
-  for (const auto& r : j.value("ranks", nlohmann::json::array()))
-    out.first.push_back(std::to_string(r.value("rank", 0)));
-  for (const auto& n : j.value("nodes", nlohmann::json::array()))
-    out.second.push_back(n.value("name", ""));
+  for (const auto& r : st->ranks)
+    out.first.push_back(std::to_string(r.rank));
+  for (const auto& n : st->nodes)
+    out.second.push_back(n.name);
   return out;
 }
 
@@ -465,27 +496,40 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     });
   }
   {
+    auto rank = std::make_shared<std::uint32_t>(0);
     auto signal = std::make_shared<int>(9);
-    add_confirmed(app,
-                  {"kill", "Fault drill: kill a rank's process with a signal", "kill", "kill is destructive", "rank",
-                   {{"id", "The rank"}}},
-                  exit_code, [signal] { return std::vector<std::string>{std::to_string(*signal)}; })
-        ->add_option("--signal", *signal, "Signal number (default 9, SIGKILL)")
-        ->check(CLI::Range(1, 64));
+    auto* cmd = add_confirmed(app,
+                              {"kill", "Fault drill: kill a rank's process with a signal", "kill is destructive", "rank"},
+                              exit_code, [rank, signal] { return actors::admin_kill{0, rank_id{*rank}, *signal}; });
+    add_rank(cmd, *rank);
+    cmd->add_option("--signal", *signal, "Signal number (default 9, SIGKILL)")->check(CLI::Range(1, 64));
   }
-  add_confirmed(app,
-                {"hang",
-                 "Fault drill: a rank stops before its next step, alive, as behind a stuck kernel; its peers wait "
-                 "until the supervisor finds and replaces it",
-                 "hang", "hang stalls the whole job until the rank is replaced", "rank", {{"id", "The rank"}}},
-                exit_code);
-  add_confirmed(app,
-                {"slow",
-                 "Fault drill: a rank's compute takes FACTOR times as long (1: normal again; its collectives are not "
-                 "slowed), as on a throttled or slower device",
-                 "slow", "slow holds back every rank of the job", "rank",
-                 {{"id", "The rank"}, {"factor", "How many times as long, from 1 to 100"}}},
-                exit_code);
+  {
+    auto rank = std::make_shared<std::uint32_t>(0);
+    auto* cmd = add_confirmed(app,
+                              {"hang",
+                               "Fault drill: a rank stops before its next step, alive, as behind a stuck kernel; its "
+                               "peers wait until the supervisor finds and replaces it",
+                               "hang stalls the whole job until the rank is replaced", "rank"},
+                              exit_code,
+                              [rank] { return actors::admin_drill{0, rank_id{*rank}, actors::drill_kind::hang, 1.0}; });
+    add_rank(cmd, *rank);
+  }
+  {
+    auto rank = std::make_shared<std::uint32_t>(0);
+    auto factor = std::make_shared<double>(1.0);
+    auto* cmd = add_confirmed(
+        app,
+        {"slow",
+         "Fault drill: a rank's compute takes FACTOR times as long (1: normal again; its collectives are not "
+         "slowed), as on a throttled or slower device",
+         "slow holds back every rank of the job", "rank"},
+        exit_code,
+        [rank, factor] { return actors::admin_drill{0, rank_id{*rank}, actors::drill_kind::slow, *factor}; });
+    add_rank(cmd, *rank);
+    add_number(cmd, "factor", *factor, 1.0, 100.0, "a factor from 1 (back to normal) to 100",
+               "How many times as long, from 1 to 100");
+  }
   {
     auto o = std::make_shared<connection_options>();
     auto width = std::make_shared<int>(0);
@@ -497,60 +541,85 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     cmd->add_option("--height", *height, "Rows of the plot (default 12)")->check(CLI::Range(3, 200));
     cmd->callback([o, width, height, &exit_code] { exit_code = show_loss(*o, *width, *height); });
   }
-  add_confirmed(app,
-                {"fail", "Fault drill: a node's daemon dies at once, as a lost node does", "fail-node",
-                 "fail node is destructive", "node", {{"name", "The node"}}},
-                exit_code);
   {
-    auto duration = std::make_shared<std::string>("10s");
-    add_confirmed(app,
-                  {"partition",
-                   "Fault drill: drop the traffic between two nodes' daemons for a while (heartbeats, replication, "
-                   "state transfers), as a cut network does",
-                   "partition", "a partition can take a node out of the job", nullptr,
-                   {{"node1", "One end"}, {"node2", "The other end"}}},
-                  exit_code, [duration] { return std::vector<std::string>{*duration}; })
-        ->add_option("--for", *duration, "How long, e.g. 5s, 500ms, 2m (default 10s)");
+    auto node = std::make_shared<std::string>();
+    auto* cmd = add_confirmed(app,
+                              {"fail", "Fault drill: a node's daemon dies at once, as a lost node does",
+                               "fail node is destructive", "node"},
+                              exit_code, [node] { return actors::admin_fail_node{0, *node}; });
+    cmd->add_option("name", *node, "The node")->required();
   }
-  for (const char* name : {"pause", "resume"}) {
+  {
+    auto node1 = std::make_shared<std::string>();
+    auto node2 = std::make_shared<std::string>();
+    auto duration = std::make_shared<std::chrono::nanoseconds>(std::chrono::seconds{10});
+    auto* cmd = add_confirmed(app,
+                              {"partition",
+                               "Fault drill: drop the traffic between two nodes' daemons for a while (heartbeats, "
+                               "replication, state transfers), as a cut network does",
+                               "a partition can take a node out of the job", nullptr},
+                              exit_code, [node1, node2, duration] {
+                                return actors::admin_partition{0, *node1, *node2, duration->count()};
+                              });
+    cmd->add_option("node1", *node1, "One end")->required();
+    cmd->add_option("node2", *node2, "The other end")->required();
+    cmd->add_option_function<std::string>(
+           "--for",
+           [duration](const std::string& text) {
+             const auto d = parse_duration(text);
+             if (!d || *d < std::chrono::milliseconds{100} || *d > std::chrono::hours{1})
+               throw CLI::ValidationError("--for", "a duration from 100ms to 1h, not '" + text + "' (e.g. 5s, 500ms, 2m)");
+             *duration = *d;
+           },
+           "How long, e.g. 5s, 500ms, 2m (default 10s)");
+  }
+  for (const bool pause : {true, false}) {
     auto o = std::make_shared<connection_options>();
-    auto* cmd = app.add_subcommand(name, std::string{name} == "pause"
-                                             ? "Pause training: the ranks stop at their step and wait, processes stay"
-                                             : "Resume a paused job in a new epoch");
+    auto* cmd = app.add_subcommand(pause ? "pause" : "resume",
+                                   pause ? "Pause training: the ranks stop at their step and wait, processes stay"
+                                         : "Resume a paused job in a new epoch");
     add_connection_options(cmd, *o);
-    cmd->callback([o, name, &exit_code] { exit_code = run(*o, name, {}); });
+    cmd->callback([o, pause, &exit_code] { exit_code = run(*o, actors::admin_pause{0, pause}); });
   }
-  add_confirmed(app,
-                {"drain", "Move a node's ranks to a spare (or shrink the world) and stop using it", "drain",
-                 "drain changes the world", "node", {{"name", "The node"}}},
-                exit_code);
-  add_confirmed(app,
-                {"scale", "Resize the data-parallel world to RANKS ranks (the global batch stays)", "scale",
-                 "scale restarts every rank in a new world", nullptr, {{"ranks", "The new number of ranks"}}},
-                exit_code);
+  {
+    auto node = std::make_shared<std::string>();
+    auto* cmd = add_confirmed(app,
+                              {"drain", "Move a node's ranks to a spare (or shrink the world) and stop using it",
+                               "drain changes the world", "node"},
+                              exit_code, [node] { return actors::admin_drain{0, *node}; });
+    cmd->add_option("name", *node, "The node")->required();
+  }
+  {
+    auto ranks = std::make_shared<std::uint32_t>(0);
+    auto* cmd = add_confirmed(app,
+                              {"scale", "Resize the data-parallel world to RANKS ranks (the global batch stays)",
+                               "scale restarts every rank in a new world", nullptr},
+                              exit_code, [ranks] { return actors::admin_scale{0, *ranks}; });
+    add_number<std::uint32_t>(cmd, "ranks", *ranks, 1, 1000000, "a whole number of ranks from 1 to 1000000",
+                              "The new number of ranks");
+  }
   {
     auto how = std::make_shared<std::string>("measured");
-    add_confirmed(app,
-                  {"rebalance",
-                   "Share each step's micro-batches among the ranks anew: by their measured compute speeds (default), "
-                   "by the nodes' configured speeds, or equally; applied through a new epoch, every rank restoring its "
-                   "newest snapshot from memory. Kept until the world changes size",
-                   "rebalance", "rebalance restarts the epoch (the steps since the newest snapshot are trained again)",
-                   nullptr, {}},
-                  exit_code, [how] { return std::vector<std::string>{*how}; })
-        ->add_option("how", *how, "measured (default), speeds or equal")
+    auto* cmd = add_confirmed(
+        app,
+        {"rebalance",
+         "Share each step's micro-batches among the ranks anew: by their measured compute speeds (default), "
+         "by the nodes' configured speeds, or equally; applied through a new epoch, every rank restoring its "
+         "newest snapshot from memory. Kept until the world changes size",
+         "rebalance restarts the epoch (the steps since the newest snapshot are trained again)", nullptr},
+        exit_code, [how] { return actors::admin_rebalance{0, *how}; });
+    cmd->add_option("how", *how, "measured (default), speeds or equal")
         ->check(CLI::IsMember({"measured", "speeds", "equal"}));
   }
-  add_confirmed(app,
-                {"stop", "Stop the job: every rank ends, state is kept", "stop", "stop is destructive", nullptr, {}},
-                exit_code);
+  add_confirmed(app, {"stop", "Stop the job: every rank ends, state is kept", "stop is destructive", nullptr}, exit_code,
+                [] { return actors::admin_stop{0, ""}; });
 }
 
 void add_checkpoint_now_command(CLI::App* checkpoint, int& exit_code) {
   auto o = std::make_shared<connection_options>();
   auto* cmd = checkpoint->add_subcommand("now", "Ask the running job for a checkpoint on disk at the next anchor");
   add_connection_options(cmd, *o);
-  cmd->callback([o, &exit_code] { exit_code = run(*o, "checkpoint-now", {}); });
+  cmd->callback([o, &exit_code] { exit_code = run(*o, actors::admin_checkpoint_now{}); });
 }
 
 }  // namespace rekindle::apps

@@ -2,11 +2,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/admin_client.hpp"
+#include "actors/job_status.hpp"
 #include "apps/rekindle/commands.hpp"
 #include "common/expected.hpp"
 #include "config/spec.hpp"
@@ -34,8 +37,8 @@ expected<connection_target> resolve(const connection_defaults& o);
 /// --config, --connect, --token-file, --data-dir, --retries, --json.
 void add_connection_options(CLI::App* cmd, connection_options& o);
 
-/// One admin command's reply, or the shell's exit status when there is none (1 unreachable,
-/// 2 bad input, 3 refused; the reason is on stderr).
+/// One admin command's reply, or the shell's exit status when there is none (see exit_code_of;
+/// the reason is on stderr).
 struct call_result {
   int code = 0;
   std::string text;
@@ -47,9 +50,26 @@ struct admin_session {
   std::unique_ptr<actors::admin_client> client;
 };
 
-/// Connects (retrying an unreachable supervisor with a countdown), sends `command`, waits for the
-/// reply. With `session`, its connection is used (and made, or made again, when there is none).
-call_result call(const connection_options& o, const std::string& command, const std::vector<std::string>& args,
-                 admin_session* session = nullptr);
+/// The shell's exit status for an error: 2 bad input (invalid_argument, parse_error, out_of_range,
+/// not_found, invalid_config), 3 refused (permission_denied, unauthenticated, failed_precondition),
+/// 1 anything else (unreachable, timeout, I/O).
+[[nodiscard]] int exit_code_of(errc code) noexcept;
+
+using admin_sender = std::function<expected<actors::admin_reply>(actors::admin_client&)>;
+
+/// Connects (retrying an unreachable supervisor with a countdown), sends with `send`, waits for
+/// the reply. With `session`, its connection is used (and made, or made again, when there is none).
+call_result call_with(const connection_options& o, const admin_sender& send, admin_session* session);
+
+/// Sends one admin request (actors/messages.hpp) and waits for its reply.
+template <class Request>
+call_result call(const connection_options& o, const Request& request, admin_session* session = nullptr) {
+  return call_with(
+      o, [&](actors::admin_client& client) { return client.call(request, std::chrono::seconds{30}); }, session);
+}
+
+/// The job's status, or nullopt after saying on stderr why there is none (`code` set to the exit
+/// status).
+std::optional<actors::job_status> status_of(const connection_options& o, admin_session* session, int& code);
 
 }  // namespace rekindle::apps

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "actors/admin_client.hpp"
+#include "actors/job_status.hpp"
 #include "apps/rekindle/commands.hpp"
 #include "common/logging.hpp"
 #include "common/process.hpp"
@@ -51,14 +52,13 @@ std::string seconds_text(double s) {
   return format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(s * 1e9)});
 }
 
-std::string recovery_line(const json& r) {
+std::string recovery_line(const actors::recovery_status& r) {
   std::string line = "      ";
-  if (r.value("detect_s", 0.0) > 0)
-    line += "detect " + seconds_text(r["detect_s"]) + " · ";
-  line += "respawn " + seconds_text(r["respawn_s"]) + " · rendezvous " + seconds_text(r["rendezvous_s"]) + " · restore " +
-          seconds_text(r["restore_s"]) + " (" + r.value("source", "") + ", step " +
-          std::to_string(r.value("restored_step", 0)) + ") · total " + seconds_text(r["total_s"]) + " · lost " +
-          std::to_string(r.value("steps_lost", 0)) + " step" + (r.value("steps_lost", 0) == 1 ? "" : "s");
+  if (r.detect_s > 0)
+    line += "detect " + seconds_text(r.detect_s) + " · ";
+  line += "respawn " + seconds_text(r.respawn_s) + " · rendezvous " + seconds_text(r.rendezvous_s) + " · restore " +
+          seconds_text(r.restore_s) + " (" + r.source + ", step " + std::to_string(r.restored_step) + ") · total " +
+          seconds_text(r.total_s) + " · lost " + std::to_string(r.steps_lost) + " step" + (r.steps_lost == 1 ? "" : "s");
   return line;
 }
 
@@ -162,15 +162,12 @@ int run_demo(const demo_options& o) {
     stop_all();
     return 1;
   }
-  const auto status = [&](bool full) -> json {
-    auto r = client->call(full ? "report" : "status", {}, 10s);
-    if (!r || r->code != 0)
-      return nullptr;
-    try {
-      return json::parse(r->json);
-    } catch (const std::exception&) {
-      return nullptr;
-    }
+  const auto status = [&](bool full) -> std::optional<actors::job_status> {
+    auto r = client->call(actors::admin_status{0, full}, 10s);
+    if (!r)
+      return std::nullopt;
+    auto st = actors::parse_job_status(r->json);
+    return st ? std::optional{std::move(*st)} : std::nullopt;
   };
 
   bool up_printed = false, killed_rank = false, failed_node = false;
@@ -178,31 +175,30 @@ int run_demo(const demo_options& o) {
   std::uint64_t next_line = 0;
   const std::uint64_t total = spec.job.steps;
   const std::uint64_t kill_at = total / 5, fail_at = total / 2;
-  json s;
   for (;;) {
     std::this_thread::sleep_for(150ms);
-    s = status(false);
-    if (s.is_null()) {
+    const auto s = status(false);
+    if (!s) {
       if (clock_type::now() - started > 600s)
         break;
       continue;
     }
-    const std::string state = s.value("state", "");
-    if (!up_printed && state == "running") {
+    if (!up_printed && s->state == "running") {
       up_printed = true;
-      std::printf("  %s up (supervisor, agent, checkpoint) · %s up (agent, checkpoint) · %d ranks in epoch %d\n",
-                  spec.nodes[0].name.c_str(), spec.nodes[1].name.c_str(), s.value("world", 0), s.value("epoch", 0));
+      std::printf("  %s up (supervisor, agent, checkpoint) · %s up (agent, checkpoint) · %u ranks in epoch %llu\n",
+                  spec.nodes[0].name.c_str(), spec.nodes[1].name.c_str(), s->world,
+                  static_cast<unsigned long long>(s->epoch));
     }
-    const std::uint64_t step = s.value("step", 0ull);
-    if (step >= next_line && step > 0 && state == "running") {
+    const std::uint64_t step = s->step;
+    if (step >= next_line && step > 0 && s->state == "running") {
       double stall = 0;
-      for (const auto& r : s["ranks"])
-        stall = std::max(stall, r.value("snapshot_stall_s", 0.0));
+      for (const auto& r : s->ranks)
+        stall = std::max(stall, r.snapshot_stall_s);
       std::printf("step %4llu/%llu  loss %.3f  %s tok/s  snapshot every %llu steps (stall %s)\n",
-                  static_cast<unsigned long long>(step), static_cast<unsigned long long>(total), s.value("loss", 0.0),
+                  static_cast<unsigned long long>(step), static_cast<unsigned long long>(total), s->loss.value_or(0.0),
                   [&] {
                     char b[32];
-                    const double t = s.value("tokens_per_s", 0.0);
+                    const double t = s->tokens_per_s.value_or(0.0);
                     std::snprintf(b, sizeof b, t >= 1000 ? "%.1fk" : "%.0f", t >= 1000 ? t / 1000 : t);
                     return std::string{b};
                   }()
@@ -211,65 +207,65 @@ int run_demo(const demo_options& o) {
       next_line = step + std::max<std::uint64_t>(total / 6, 1);
     }
     // Recoveries as they finish.
-    const auto& recs = s["recoveries"];
-    while (recoveries_shown < recs.size() && recs[recoveries_shown].value("done", false)) {
+    const auto& recs = s->recoveries;
+    while (recoveries_shown < recs.size() && recs[recoveries_shown].done) {
       std::printf("%s\n", recovery_line(recs[recoveries_shown]).c_str());
       ++recoveries_shown;
     }
-    const bool quiet = recoveries_shown == recs.size() && state == "running";
+    const bool quiet = recoveries_shown == recs.size() && s->state == "running";
     if (o.faults && !killed_rank && quiet && step >= kill_at) {
       killed_rank = true;
-      auto r = client->call("kill", {"2", "9"}, 10s);
+      auto r = client->call(actors::admin_kill{0, rank_id{2}, SIGKILL}, 10s);
       std::printf("  ✗ step %llu: rank 2 killed (SIGKILL)        → rank 2 restarts in place on %s\n",
                   static_cast<unsigned long long>(step), spec.nodes[1].name.c_str());
-      if (!r || r->code != 0)
-        std::printf("      (the kill was refused: %s)\n", r ? r->text.c_str() : r.error().message().c_str());
+      if (!r)
+        std::printf("      (the kill was refused: %s)\n", r.error().message().c_str());
     } else if (o.faults && killed_rank && !failed_node && quiet && step >= fail_at) {
       failed_node = true;
-      const int world = s.value("world", 0);
-      auto r = client->call("fail-node", {spec.nodes[1].name}, 10s);
-      std::printf("  ✗ step %llu: node %s lost (daemon killed)  → ranks 2,3 go; world %d → %d, global batch kept\n",
+      const auto world = s->world;
+      auto r = client->call(actors::admin_fail_node{0, spec.nodes[1].name}, 10s);
+      std::printf("  ✗ step %llu: node %s lost (daemon killed)  → ranks 2,3 go; world %u → %u, global batch kept\n",
                   static_cast<unsigned long long>(step), spec.nodes[1].name.c_str(), world,
-                  world - static_cast<int>(spec.ranks_on(node_id{1})));
-      if (!r || r->code != 0)
-        std::printf("      (the failure was refused: %s)\n", r ? r->text.c_str() : r.error().message().c_str());
+                  world - spec.ranks_on(node_id{1}));
+      if (!r)
+        std::printf("      (the failure was refused: %s)\n", r.error().message().c_str());
     }
-    if (state == "completed" || state == "failed" || state == "stopped")
+    if (s->ended())
       break;
   }
-  const json report = status(true);
+  const auto report = status(true);
   const double wall = std::chrono::duration<double>(clock_type::now() - started).count();
   int code = 0;
-  if (report.is_null()) {
+  if (!report) {
     std::printf("the job did not report its end; see %s\n", (data / "n0.log").c_str());
     code = 1;
   } else {
-    const auto& recs = report["recoveries"];
+    const auto& recs = report->recoveries;
     while (recoveries_shown < recs.size()) {
       std::printf("%s\n", recovery_line(recs[recoveries_shown]).c_str());
       ++recoveries_shown;
     }
-    std::vector<double> losses = report.value("losses", std::vector<double>{});
-    std::vector<double> step_s = report.value("step_seconds", std::vector<double>{});
+    const auto& losses = report->losses;
+    const auto& step_s = report->step_seconds;
     double useful = 0;
     for (double t : step_s)
       useful += t;
     double lost = 0;
     for (const auto& r : recs)
-      lost += r.value("total_s", 0.0) + static_cast<double>(r.value("steps_lost", 0)) *
-                                            (step_s.empty() ? 0.0 : useful / static_cast<double>(step_s.size()));
+      lost += r.total_s + static_cast<double>(r.steps_lost) *
+                              (step_s.empty() ? 0.0 : useful / static_cast<double>(step_s.size()));
     const double training_wall = useful + lost;
     std::printf("step %llu/%llu  loss %.3f   %s in %s   effective training time %.1f%%\n",
-                static_cast<unsigned long long>(report.value("step", 0ull)), static_cast<unsigned long long>(total),
-                losses.empty() ? 0.0 : losses.back(), report.value("state", "").c_str(), seconds_text(wall).c_str(),
+                static_cast<unsigned long long>(report->step), static_cast<unsigned long long>(total),
+                losses.empty() ? 0.0 : losses.back(), report->state.c_str(), seconds_text(wall).c_str(),
                 training_wall > 0 ? 100.0 * useful / training_wall : 100.0);
     std::printf("\nloss ┤%s\n     └ 0%*llu\n", chart(losses, 40).c_str(), 38, static_cast<unsigned long long>(total));
-    if (report.value("state", "") != "completed") {
-      std::printf("the job ended %s: %s\n", report.value("state", "").c_str(), report.value("reason", "").c_str());
+    if (report->state != "completed") {
+      std::printf("the job ended %s: %s\n", report->state.c_str(), report->reason.c_str());
       code = 1;
-    } else if (report.value("world", 0) != static_cast<int>(spec.world_size())) {
-      std::printf("final loss against a failure-free run: n/a (the world changed from %u to %d ranks)\n",
-                  spec.world_size(), report.value("world", 0));
+    } else if (report->world != spec.world_size()) {
+      std::printf("final loss against a failure-free run: n/a (the world changed from %u to %u ranks)\n",
+                  spec.world_size(), report->world);
     }
   }
   // Every process this demo started ends here.

@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <variant>
+
+#include <signal.h>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -24,44 +27,39 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using nlohmann::json;
 
-// The admin command that injects `e` live (at `speed`), or why it cannot be.
-expected<std::pair<std::string, std::vector<std::string>>> drill_of(const trace::fault_event& e, double speed) {
+// The admin request that injects `e` live (at `speed`), or why it cannot be.
+using drill = std::variant<actors::admin_kill, actors::admin_drill, actors::admin_fail_node, actors::admin_partition>;
+expected<drill> drill_of(const trace::fault_event& e, double speed) {
   using trace::fault_kind;
   const bool rank = e.target.kind == trace::fault_target::type::rank;
-  const auto r = std::to_string(e.target.rank);
+  const rank_id r{e.target.rank};
   switch (e.kind) {
     case fault_kind::kill:
       if (rank)
-        return std::pair{std::string{"kill"}, std::vector<std::string>{r, std::to_string(e.signal)}};
-      return std::pair{std::string{"fail-node"}, std::vector<std::string>{e.target.node}};
+        return drill{actors::admin_kill{0, r, e.signal}};
+      return drill{actors::admin_fail_node{0, e.target.node}};
     case fault_kind::crash:
       // A process cannot be made to exit with a given code from outside: SIGABRT, as an abort.
       if (rank)
-        return std::pair{std::string{"kill"}, std::vector<std::string>{r, "6"}};
+        return drill{actors::admin_kill{0, r, SIGABRT}};
       break;
     case fault_kind::hang:
       if (rank)
-        return std::pair{std::string{"hang"}, std::vector<std::string>{r}};
+        return drill{actors::admin_drill{0, r, actors::drill_kind::hang, 1.0}};
       break;
-    case fault_kind::slow: {
-      if (rank) {
-        char f[32];
-        std::snprintf(f, sizeof f, "%g", std::clamp(e.factor, 1.0, 100.0));
-        return std::pair{std::string{"slow"}, std::vector<std::string>{r, f}};
-      }
+    case fault_kind::slow:
+      if (rank)
+        return drill{actors::admin_drill{0, r, actors::drill_kind::slow, std::clamp(e.factor, 1.0, 100.0)}};
       break;
-    }
     case fault_kind::node_down:
       if (!rank && e.target.kind == trace::fault_target::type::node)
-        return std::pair{std::string{"fail-node"}, std::vector<std::string>{e.target.node}};
+        return drill{actors::admin_fail_node{0, e.target.node}};
       break;
     case fault_kind::partition:
       if (e.target.kind == trace::fault_target::type::link) {
         // Without a duration it lasts 10 s of the trace, at most an hour of wall time.
         const double seconds = std::clamp(e.duration.value_or(10.0) / speed, 0.1, 3600.0);
-        return std::pair{std::string{"partition"},
-                         std::vector<std::string>{e.target.node, e.target.peer,
-                                                  std::to_string(std::llround(seconds * 1000.0)) + "ms"}};
+        return drill{actors::admin_partition{0, e.target.node, e.target.peer, std::llround(seconds * 1000.0) * 1000000}};
       }
       break;
     default: break;
@@ -89,29 +87,19 @@ std::string when_of(const trace::fault_event& e) {
   return buf;
 }
 
-std::optional<json> status_of(const connection_options& o, admin_session& session) {
-  const auto r = call(o, "status", {}, &session);
-  if (r.code != 0)
-    return std::nullopt;
-  auto j = json::parse(r.json, nullptr, false);
-  if (j.is_discarded())
-    return std::nullopt;
-  return j;
-}
-
-bool ended(const json& s) {
-  const auto st = s.value("state", "");
-  return st == "completed" || st == "failed" || st == "stopped";
+std::optional<actors::job_status> status_of(const connection_options& o, admin_session& session) {
+  int code = 0;
+  return apps::status_of(o, &session, code);
 }
 
 // Every recovery done and the job training (or ended).
-bool settled(const json& s) {
-  if (ended(s))
+bool settled(const actors::job_status& s) {
+  if (s.ended())
     return true;
-  for (const auto& r : s.value("recoveries", json::array()))
-    if (!r.value("done", false))
+  for (const auto& r : s.recoveries)
+    if (!r.done)
       return false;
-  return s.value("state", "") == "running";
+  return s.state == "running";
 }
 
 struct injected {
@@ -152,8 +140,8 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   auto first = status_of(o, session);
   if (!first)
     return 1;
-  if (first->value("state", "") != "running") {
-    std::cerr << "rekindle: the job is " << first->value("state", "") << ", not training\n";
+  if (first->state != "running") {
+    std::cerr << "rekindle: the job is " << first->state << ", not training\n";
     return 3;
   }
   // The failure-free step rate of this run, measured before the replay and again after it, while
@@ -175,9 +163,9 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     // rollback included (the job's step, the highest reached, stands still while they are).
     const auto trained = [&] {
       std::uint64_t low = ~std::uint64_t{0};
-      for (const auto& r : s->value("ranks", json::array()))
-        low = std::min(low, r.value("step", std::uint64_t{0}));
-      return low == ~std::uint64_t{0} ? s->value("step", std::uint64_t{0}) : low;
+      for (const auto& r : s->ranks)
+        low = std::min(low, r.step);
+      return low == ~std::uint64_t{0} ? s->step : low;
     };
     const auto step0 = trained();
     while (clock_type::now() - t0 < std::chrono::duration<double>(baseline_s)) {
@@ -186,11 +174,11 @@ int replay(const connection_options& o, const std::string& file, double speed, d
       if (!next)
         return std::nullopt;
       s = std::move(next);
-      if (ended(*s))
+      if (s->ended())
         break;
-      for (const auto& r : s->value("ranks", json::array()))
-        if (const double step = r.value("step_time_s", 0.0); step > 0) {
-          compute_share_sum += std::min(1.0, r.value("compute_time_s", 0.0) / step);
+      for (const auto& r : s->ranks)
+        if (const double step = r.step_time_s; step > 0) {
+          compute_share_sum += std::min(1.0, r.compute_time_s / step);
           ++compute_share_n;
         }
     }
@@ -203,10 +191,8 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   const auto wait_for_standbys = [&] {
     const auto until = clock_type::now() + std::chrono::seconds{10};
     while (clock_type::now() < until) {
-      const auto& nodes = s->value("nodes", json::array());
-      if (std::all_of(nodes.begin(), nodes.end(), [](const json& n) {
-            return !n.value("up", false) || n.value("standby_ready", false);
-          }))
+      if (std::all_of(s->nodes.begin(), s->nodes.end(),
+                      [](const actors::node_status& n) { return !n.up || n.standby_ready; }))
         return;
       std::this_thread::sleep_for(poll);
       if (auto next = status_of(o, session))
@@ -219,7 +205,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     return 1;
   const double rate_before = before->seconds > 0 ? static_cast<double>(before->steps) / before->seconds : 0;
   const auto start = clock_type::now();
-  const auto start_step = s->value("step", std::uint64_t{0});
+  const auto start_step = s->step;
   const auto since = [&] { return std::chrono::duration<double>(clock_type::now() - start).count(); };
   if (!o.json)
     std::cout << "replaying " << events.size() << " event(s) from " << file << " at speed " << speed << "; baseline "
@@ -230,7 +216,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   const auto end_slow_drills = [&](double until) {
     for (auto it = ends.begin(); it != ends.end();) {
       if (it->first <= until) {
-        (void)call(o, "slow", {std::to_string(it->second), "1"}, &session);
+        (void)call(o, actors::admin_drill{0, rank_id{it->second}, actors::drill_kind::slow, 1.0}, &session);
         it = ends.erase(it);
       } else {
         ++it;
@@ -241,22 +227,22 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     // Wait for its time or its step, watching the job.
     for (;;) {
       end_slow_drills(since());
-      if (ended(*s)) {
-        std::cerr << "rekindle: the job ended (" << s->value("state", "") << ") before " << describe(e) << " at "
+      if (s->ended()) {
+        std::cerr << "rekindle: the job ended (" << s->state << ") before " << describe(e) << " at "
                   << when_of(e) << "\n";
         break;
       }
-      if (e.at_step ? s->value("step", std::uint64_t{0}) >= *e.at_step : since() >= *e.at / speed)
+      if (e.at_step ? s->step >= *e.at_step : since() >= *e.at / speed)
         break;
       std::this_thread::sleep_for(poll);
       if (auto next = status_of(o, session))
         s = std::move(next);
     }
-    if (ended(*s))
+    if (s->ended())
       break;
     const auto d = drill_of(e, speed);
-    injected in{&e, since(), s->value("recoveries", json::array()).size(), ""};
-    const auto r = call(o, d->first, d->second, &session);
+    injected in{&e, since(), s->recoveries.size(), ""};
+    const auto r = std::visit([&](const auto& request) { return call(o, request, &session); }, *d);
     in.reply = r.code == 0 ? r.text : "not injected (exit " + std::to_string(r.code) + ")";
     if (!o.json) {
       char t[32];
@@ -284,23 +270,23 @@ int replay(const connection_options& o, const std::string& file, double speed, d
       s = std::move(next);
     if (!ends.empty())
       end_slow_drills(ends.front().first);
-    const bool found = ended(*s) || s->value("recoveries", json::array()).size() >= awaited;
+    const bool found = s->ended() || s->recoveries.size() >= awaited;
     if ((found && settled(*s) && ends.empty() && since() >= window) || since() > settle_until)
       break;
     std::this_thread::sleep_for(poll);
   }
   const double wall = since();
-  const auto end_step = s->value("step", std::uint64_t{0});
+  const auto end_step = s->step;
   const bool was_settled = settled(*s);
-  const auto recs = s->value("recoveries", json::array());
+  const auto recs = s->recoveries;
   // The second baseline spell, once every recovery is over (a job that ended has none).
   std::optional<spell> after;
-  if (!ended(*s) && was_settled && baseline_s > 0) {
+  if (!s->ended() && was_settled && baseline_s > 0) {
     if (!o.json)
       std::cout << "measuring the step rate again for " << baseline_s << " s" << std::endl;
     wait_for_standbys();
     after = measure();
-    if (after && ended(*s))
+    if (after && s->ended())
       after.reset();
   }
   const double base_rate = after && after->seconds > 0
@@ -332,7 +318,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     const std::size_t until = i + 1 < done.size() ? done[i + 1].recoveries_before : recs.size();
     if (in.recoveries_before < until && in.recoveries_before < recs.size()) {
       ej["recovery"] = recs[in.recoveries_before];
-      lost += recs[in.recoveries_before].value("steps_lost", std::uint64_t{0});
+      lost += recs[in.recoveries_before].steps_lost;
     }
     out["events"].push_back(std::move(ej));
   }

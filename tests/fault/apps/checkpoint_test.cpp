@@ -14,6 +14,7 @@
 
 #include "storage/shard_file.hpp"
 #include "tests/support/cluster.hpp"
+#include "tests/support/values.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -28,11 +29,7 @@ constexpr std::uint64_t steps = 1500;
 // Every anchor (4 snapshots of 5 steps) is persisted: steps 20, 40, 60, ...
 testing::cluster_options options() { return {.steps = steps, .persist_every = 2, .keep = 3}; }
 
-std::string bits(double d) {
-  std::uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  return std::to_string(u);
-}
+using testing::bits;
 
 double reference_loss() {
   static std::optional<double> cached;

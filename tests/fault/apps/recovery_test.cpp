@@ -12,6 +12,7 @@
 #include "actors/messages.hpp"
 #include "storage/snapshot_slot.hpp"
 #include "tests/support/cluster.hpp"
+#include "tests/support/values.hpp"
 
 namespace rekindle {
 namespace {
@@ -49,13 +50,7 @@ void wait_committed(const testing::local_cluster& c, std::uint64_t step) {
   EXPECT_TRUE(ok) << "no step >= " << step << " committed; " << c.log("n0");
 }
 
-std::string bits(double d) {
-  std::uint64_t u;
-  std::memcpy(&u, &d, sizeof u);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(u));
-  return buf;
-}
+using testing::bits;
 
 // On failure, the supervisor's log says why; the report alone rarely does.
 void expect_recovered(const testing::local_cluster& c, const nlohmann::json& report, std::size_t recoveries) {
@@ -107,7 +102,7 @@ TEST(recovery, a_stopped_rank_is_found_killed_and_restarted_with_the_same_final_
   const auto report = c.wait_done(240s);
   expect_recovered(c, report, 1);
   const auto& recs = report["recoveries"];
-  EXPECT_TRUE(std::any_of(recs.begin(), recs.end(), [](const nlohmann::json& r) { return r.value("rank", -1) == 1; }))
+  EXPECT_TRUE(std::any_of(recs.begin(), recs.end(), [](const nlohmann::json& r) { return r["rank"] == 1; }))
       << recs.dump(2) << c.log("n0");
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
   kill(pid, SIGKILL);

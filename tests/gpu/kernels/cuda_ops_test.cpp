@@ -18,6 +18,7 @@
 #include "kernels/cpu_ops.hpp"
 #include "kernels/cuda_ops.hpp"
 #include "kernels/layout.hpp"
+#include "tests/support/values.hpp"
 
 namespace rekindle::kernels {
 namespace {
@@ -26,22 +27,9 @@ using fvec = std::vector<float>;
 using ivec = std::vector<std::int32_t>;
 using darray = cuda::device_array<float>;
 
-fvec random_vec(std::size_t n, std::uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  fvec v(n);
-  for (auto& x : v)
-    x = dist(rng);
-  return v;
-}
+fvec random_vec(std::size_t n, std::uint64_t seed, float scale = 1.0f) { return testing::random_normal(n, seed, scale); }
 
-ivec random_tokens(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  ivec t(n);
-  for (auto& x : t)
-    x = static_cast<std::int32_t>(rng() % vocab_size);
-  return t;
-}
+ivec random_tokens(std::size_t n, std::uint64_t seed) { return testing::random_tokens(n, seed, vocab_size); }
 
 // Checks |gpu - ref| <= atol + rtol·|ref| element-wise, with atol = atol_frac · max|ref| so one
 // tolerance fits tensors of any magnitude; prints the GPUCHECK line.

@@ -10,6 +10,7 @@
 
 #include "kernels/backend.hpp"
 #include "tests/support/thread_communicator.hpp"
+#include "tests/support/values.hpp"
 #include "training/training_task.hpp"
 
 namespace rekindle::training {
@@ -18,15 +19,10 @@ namespace {
 using bytes = std::vector<std::byte>;
 
 config::spec tiny_spec() {
-  config::spec s;
+  auto s = testing::tiny_spec();
   s.job.steps = 50;
-  s.job.global_batch = 8;
-  s.job.micro_batch = 2;
   s.job.seed = 3;
-  s.model.layers = 2;
-  s.model.heads = 2;
   s.model.width = 64;
-  s.model.seq_len = 32;
   s.optimizer.warmup_steps = 2;
   return s;
 }

@@ -111,7 +111,7 @@ struct supervisor_process {
     ctx.node = node_id{0};
     ctx.data_dir = spec.daemon.data_dir;
     ctx.node_dir = ctx.data_dir / "n0";
-    ctx.transport = b.get();
+    ctx.bridge = b.get();
     ctx.supervisor = link.get();
     ctx.time = &time;
     ctx.address = "127.0.0.1:" + std::to_string(b->port());

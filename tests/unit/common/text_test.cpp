@@ -70,6 +70,24 @@ TEST(text, split_and_trim) {
   EXPECT_EQ(trim("  x y \n"), "x y");
 }
 
+TEST(text, host_and_port_parse_and_every_bad_address_is_refused_saying_why) {
+  auto a = parse_host_port("10.0.0.7:7400");
+  ASSERT_TRUE(a) << a.error();
+  EXPECT_EQ(a->host, "10.0.0.7");
+  EXPECT_EQ(a->port, 7400);
+  auto v6 = parse_host_port("[::1]:65535");
+  ASSERT_TRUE(v6) << v6.error();
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 65535);
+  for (const char* bad : {"127.0.0.1:abc", "127.0.0.1:99999", "127.0.0.1:99999999999", "127.0.0.1:", ":7400",
+                          "not-an-address", "127.0.0.1:0", "::1:7400", "h:7400x", "h:-1", "[]:7400"}) {
+    auto r = parse_host_port(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code(), errc::parse_error) << bad;
+    EXPECT_NE(r.error().message().find(bad), std::string::npos) << r.error().message();
+  }
+}
+
 TEST(logging, levels_parse_by_name) {
   EXPECT_EQ(*parse_log_level("debug"), log_level::debug);
   EXPECT_EQ(to_string(log_level::warn), "warn");

@@ -10,6 +10,7 @@
 #include "kernels/cpu_ops.hpp"
 #include "kernels/layout.hpp"
 #include "kernels/transformer.hpp"
+#include "tests/support/values.hpp"
 
 namespace rekindle::kernels {
 namespace {
@@ -17,21 +18,10 @@ namespace {
 using vec = std::vector<double>;
 using ops_t = cpu_ops<double>;
 
-vec random_vec(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> dist(0.0, scale);
-  vec v(n);
-  for (auto& x : v)
-    x = dist(rng);
-  return v;
-}
+vec random_vec(std::size_t n, std::uint64_t seed, double scale = 1.0) { return testing::random_normal(n, seed, scale); }
 
 std::vector<std::int32_t> random_tokens(std::size_t n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int32_t> t(n);
-  for (auto& x : t)
-    x = static_cast<std::int32_t>(rng() % vocab_size);
-  return t;
+  return testing::random_tokens(n, seed, vocab_size);
 }
 
 double dot(const vec& a, const vec& b) {

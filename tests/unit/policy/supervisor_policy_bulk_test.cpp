@@ -5,24 +5,14 @@
 
 #include "policy/supervisor_policy.hpp"
 #include "tests/support/actions.hpp"
+#include "tests/support/policy.hpp"
 
 namespace rekindle::policy {
 namespace {
 
 using namespace std::chrono_literals;
 
-policy_config three_nodes(bool with_spare) {
-  policy_config c;
-  c.nodes = {{"n0", 2, false}, {"n1", 2, false}, {"n2", 2, false}};
-  if (with_spare)
-    c.nodes.push_back({"s0", 0, true});
-  c.total_steps = 100;
-  c.snapshot_every = 5;
-  c.hang_timeout = 5s;
-  c.node_timeout = 1s;
-  c.rendezvous_timeout = 10s;
-  return c;
-}
+policy_config three_nodes(bool with_spare) { return testing::small_cluster(3, with_spare); }
 
 using testing::all_of;
 
@@ -154,12 +144,12 @@ start_epoch restore_after_losing_n1(bool bulk, bool with_spare, bool buddy_of_n1
     if (step == 15 && buddy_of_n1_missing)
       buddies[1] = node_id{99};
     if (bulk) {
-      p.on_snapshot_all(p.epoch(), step_t{step}, state_source::kind::local_slot);
-      p.on_snapshot_all(p.epoch(), step_t{step}, state_source::kind::buddy_replica, buddies);
+      p.on_snapshot_all(p.epoch(), step_t{step}, copy_kind::local_slot);
+      p.on_snapshot_all(p.epoch(), step_t{step}, copy_kind::buddy_replica, buddies);
     } else {
       for (const auto& s : p.placement()) {
-        p.on_snapshot({p.epoch(), s.rank, step_t{step}, s.node, state_source::kind::local_slot});
-        p.on_snapshot({p.epoch(), s.rank, step_t{step}, buddies[s.node.value()], state_source::kind::buddy_replica});
+        p.on_snapshot({p.epoch(), s.rank, step_t{step}, s.node, copy_kind::local_slot});
+        p.on_snapshot({p.epoch(), s.rank, step_t{step}, buddies[s.node.value()], copy_kind::buddy_replica});
       }
     }
   }
@@ -186,8 +176,8 @@ TEST(supervisor_policy_bulk, snapshot_all_records_what_per_rank_reports_record) 
   auto full = restore_after_losing_n1(true, false, false);
   EXPECT_EQ(full.restore_step, step_t{15});
   ASSERT_EQ(full.sources.size(), 6u);
-  EXPECT_EQ(full.sources[2], (state_source{rank_id{2}, node_id{2}, state_source::kind::buddy_replica}));
-  EXPECT_EQ(full.sources[0], (state_source{rank_id{0}, node_id{0}, state_source::kind::local_slot}));
+  EXPECT_EQ(full.sources[2], (state_source{rank_id{2}, node_id{2}, copy_kind::buddy_replica}));
+  EXPECT_EQ(full.sources[0], (state_source{rank_id{0}, node_id{0}, copy_kind::local_slot}));
   EXPECT_EQ(restore_after_losing_n1(true, false, true).restore_step, step_t{10});
 }
 
@@ -200,14 +190,14 @@ TEST(supervisor_policy_bulk, snapshot_all_records_an_older_epoch_of_the_same_wor
   (void)p.on_rank_failed(rank_id{0}, first, "crash");
   // A copy written in the epoch before the restart in place is a copy of the same world, as a
   // per-rank report of it would say.
-  EXPECT_FALSE(p.on_snapshot_all(first, step_t{10}, state_source::kind::local_slot));
+  EXPECT_FALSE(p.on_snapshot_all(first, step_t{10}, copy_kind::local_slot));
   auto starts = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].restore_step, step_t{10});
   // After a resize the placement numbers the ranks anew: a bulk report of the old world is refused.
   const auto old_world = p.epoch();
   (void)p.scale(4);
-  (void)p.on_snapshot_all(old_world, step_t{20}, state_source::kind::local_slot);
+  (void)p.on_snapshot_all(old_world, step_t{20}, copy_kind::local_slot);
   starts = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].restore_step, step_t{10}) << "step 20 of the six-rank world was not recorded";
@@ -225,7 +215,7 @@ TEST(supervisor_policy_bulk, snapshot_and_drop_all_commit_and_forget_as_per_rank
     (void)p->on_ranks_ready(ranks_of(*p), p->epoch());
     std::vector<std::optional<step_t>> committed;
     std::vector<step_t> at_90;
-    const auto held = [&](std::uint64_t step, state_source::kind where, std::span<const node_id> holders) {
+    const auto held = [&](std::uint64_t step, copy_kind where, std::span<const node_id> holders) {
       if (bulk)
         return p->on_snapshot_all(p->epoch(), step_t{step}, where, holders);
       bool any = false;
@@ -234,20 +224,20 @@ TEST(supervisor_policy_bulk, snapshot_and_drop_all_commit_and_forget_as_per_rank
       return any;
     };
     for (std::uint64_t step = 5; step <= 100; step += 5) {
-      EXPECT_FALSE(held(step, state_source::kind::local_slot, {})) << "one copy commits nothing on three nodes";
+      EXPECT_FALSE(held(step, copy_kind::local_slot, {})) << "one copy commits nothing on three nodes";
       // Replicas of step 5 arrive, then none until step 95: step 5 stays committed past the window.
       if (step == 5 || step >= 95) {
-        EXPECT_TRUE(held(step, state_source::kind::buddy_replica, buddy)) << step;
+        EXPECT_TRUE(held(step, copy_kind::buddy_replica, buddy)) << step;
       }
       committed.push_back(p->copies().committed());
       if (step == 90)
         at_90 = p->copies().steps_of(rank_id{0});
       if (step == 80 || step == 100) {
         if (bulk) {
-          p->on_snapshot_dropped_all(p->epoch(), step_t{step - 5}, state_source::kind::local_slot);
+          p->on_snapshot_dropped_all(p->epoch(), step_t{step - 5}, copy_kind::local_slot);
         } else {
           for (const auto& s : p->placement())
-            p->on_snapshot_dropped({p->epoch(), s.rank, step_t{step - 5}, s.node, state_source::kind::local_slot});
+            p->on_snapshot_dropped({p->epoch(), s.rank, step_t{step - 5}, s.node, copy_kind::local_slot});
         }
       }
     }
@@ -274,14 +264,14 @@ void two_worlds(supervisor_policy& p) {
   nodes_up(p, 3);
   (void)p.on_ranks_ready(ranks_of(p), p.epoch());
   const std::vector<node_id> buddy{node_id{1}, node_id{2}, node_id{0}};
-  p.on_snapshot_all(p.epoch(), step_t{10}, state_source::kind::local_slot);
-  p.on_snapshot_all(p.epoch(), step_t{10}, state_source::kind::buddy_replica, buddy);
+  p.on_snapshot_all(p.epoch(), step_t{10}, copy_kind::local_slot);
+  p.on_snapshot_all(p.epoch(), step_t{10}, copy_kind::buddy_replica, buddy);
   (void)p.scale(4);
   auto start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_world, 6u);
   EXPECT_EQ(p.prune_snapshots(), 0u) << "world 1 is the restore point";
-  p.on_snapshot_all(p.epoch(), step_t{20}, state_source::kind::local_slot);
+  p.on_snapshot_all(p.epoch(), step_t{20}, copy_kind::local_slot);
 }
 
 TEST(supervisor_policy_bulk, prune_keeps_the_restore_point_and_one_fallback) {
@@ -296,7 +286,7 @@ TEST(supervisor_policy_bulk, prune_keeps_the_restore_point_and_one_fallback) {
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{10});
   EXPECT_EQ(start[0].restore_world, 6u);
-  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{2}, state_source::kind::buddy_replica}));
+  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{2}, copy_kind::buddy_replica}));
 }
 
 TEST(supervisor_policy_bulk, prune_forgets_what_lies_behind_the_fallback) {
@@ -307,7 +297,7 @@ TEST(supervisor_policy_bulk, prune_forgets_what_lies_behind_the_fallback) {
   auto start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{20});
-  p.on_snapshot_all(p.epoch(), step_t{30}, state_source::kind::local_slot);
+  p.on_snapshot_all(p.epoch(), step_t{30}, copy_kind::local_slot);
   EXPECT_EQ(p.prune_snapshots(), 1u) << "world 3 is the restore point, world 2 the fallback: world 1 goes";
   (void)p.on_rank_failed(rank_id{1}, p.epoch(), "crash");
   start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
@@ -331,15 +321,15 @@ TEST(supervisor_policy_bulk, sixteen_thousand_ranks_recover_from_a_lost_node) {
   std::vector<node_id> buddy;
   for (std::uint32_t n = 0; n < 2049; ++n)
     buddy.push_back(node_id{(n + 1) % 2048});
-  p.on_snapshot_all(p.epoch(), step_t{50}, state_source::kind::local_slot);
-  p.on_snapshot_all(p.epoch(), step_t{50}, state_source::kind::buddy_replica, buddy);
+  p.on_snapshot_all(p.epoch(), step_t{50}, copy_kind::local_slot);
+  p.on_snapshot_all(p.epoch(), step_t{50}, copy_kind::buddy_replica, buddy);
   auto lost = p.on_node_lost(node_id{7}, "gone");
   EXPECT_EQ(all_of<spawn_rank>(lost).size(), 16384u);
   auto starts = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].restore_step, step_t{50});
   EXPECT_EQ(starts[0].placement[56].node, node_id{2048}) << "rank 56 (n7's first) moved to the spare";
-  EXPECT_EQ(starts[0].sources[56], (state_source{rank_id{56}, node_id{8}, state_source::kind::buddy_replica}));
+  EXPECT_EQ(starts[0].sources[56], (state_source{rank_id{56}, node_id{8}, copy_kind::buddy_replica}));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include "policy/supervisor_policy.hpp"
 #include "tests/support/actions.hpp"
+#include "tests/support/policy.hpp"
 
 namespace rekindle::policy {
 namespace {
@@ -9,15 +10,7 @@ namespace {
 using namespace std::chrono_literals;
 
 policy_config two_nodes(bool with_spare = false) {
-  policy_config c;
-  c.nodes = {{"n0", 2, false}, {"n1", 2, false}};
-  if (with_spare)
-    c.nodes.push_back({"s0", 0, true});
-  c.total_steps = 100;
-  c.snapshot_every = 5;
-  c.hang_timeout = 5s;
-  c.node_timeout = 1s;
-  c.rendezvous_timeout = 10s;
+  auto c = testing::small_cluster(2, with_spare);
   c.max_restarts_per_rank = 2;
   c.max_restarts = 10;
   c.backoff = 100ms;
@@ -43,7 +36,7 @@ start_epoch start_job(supervisor_policy& p, std::uint32_t nodes) {
 // Every rank reports a snapshot of `step` in its own slot.
 void snapshot_all(supervisor_policy& p, std::uint64_t step) {
   for (const auto& s : p.placement())
-    p.on_snapshot({p.epoch(), s.rank, step_t{step}, s.node, state_source::kind::local_slot});
+    p.on_snapshot({p.epoch(), s.rank, step_t{step}, s.node, copy_kind::local_slot});
 }
 
 // Every rank of the placement registers; the start it leads to (none or one).
@@ -101,7 +94,7 @@ TEST(supervisor_policy, a_failed_rank_restarts_in_place_from_the_newest_common_s
   snapshot_all(p, 10);
   // Rank 2 crashed while writing step 15: only the others have it.
   for (std::uint32_t r : {0u, 1u, 3u})
-    p.on_snapshot({p.epoch(), rank_id{r}, step_t{15}, node_id{r / 2}, state_source::kind::local_slot});
+    p.on_snapshot({p.epoch(), rank_id{r}, step_t{15}, node_id{r / 2}, copy_kind::local_slot});
   const auto old_epoch = p.epoch();
   auto a = p.on_rank_failed(rank_id{2}, old_epoch, "exited with signal 9");
   EXPECT_EQ(p.epoch(), old_epoch.next());
@@ -121,7 +114,7 @@ TEST(supervisor_policy, a_failed_rank_restarts_in_place_from_the_newest_common_s
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{10});
   ASSERT_EQ(start[0].sources.size(), 4u);
-  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{1}, state_source::kind::local_slot}));
+  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{1}, copy_kind::local_slot}));
 }
 
 TEST(supervisor_policy, repeated_failures_back_off_and_hit_the_limit) {
@@ -165,7 +158,7 @@ TEST(supervisor_policy, a_lost_node_moves_its_ranks_to_a_spare_and_restores_from
   snapshot_all(p, 10);
   // n0 holds replicas of n1's ranks, n1 of n0's.
   for (std::uint32_t r = 0; r < 4; ++r)
-    p.on_snapshot({p.epoch(), rank_id{r}, step_t{10}, node_id{r < 2 ? 1u : 0u}, state_source::kind::buddy_replica});
+    p.on_snapshot({p.epoch(), rank_id{r}, step_t{10}, node_id{r < 2 ? 1u : 0u}, copy_kind::buddy_replica});
   auto a = p.on_node_lost(node_id{1}, "daemon killed");
   auto spawns = all_of<spawn_rank>(a);
   ASSERT_EQ(spawns.size(), 4u);
@@ -178,8 +171,8 @@ TEST(supervisor_policy, a_lost_node_moves_its_ranks_to_a_spare_and_restores_from
   auto start = all_of<start_epoch>(last);
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{10});
-  EXPECT_EQ(start[0].sources[0], (state_source{rank_id{0}, node_id{0}, state_source::kind::local_slot}));
-  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{0}, state_source::kind::buddy_replica}));
+  EXPECT_EQ(start[0].sources[0], (state_source{rank_id{0}, node_id{0}, copy_kind::local_slot}));
+  EXPECT_EQ(start[0].sources[2], (state_source{rank_id{2}, node_id{0}, copy_kind::buddy_replica}));
 }
 
 TEST(supervisor_policy, without_a_spare_the_world_shrinks_and_restores_the_old_world) {
@@ -188,7 +181,7 @@ TEST(supervisor_policy, without_a_spare_the_world_shrinks_and_restores_the_old_w
   (void)start_job(p, 2);
   snapshot_all(p, 20);
   for (std::uint32_t r = 2; r < 4; ++r)
-    p.on_snapshot({p.epoch(), rank_id{r}, step_t{20}, node_id{0}, state_source::kind::buddy_replica});
+    p.on_snapshot({p.epoch(), rank_id{r}, step_t{20}, node_id{0}, copy_kind::buddy_replica});
   auto a = p.on_node_lost(node_id{1}, "no heartbeat");
   EXPECT_EQ(p.world(), 2u);
   std::vector<policy_action> last;
@@ -350,7 +343,7 @@ TEST(supervisor_policy, restart_epoch_keeps_every_rank_on_its_slot_and_restores_
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].restore_step, step_t{20});
   for (const auto& src : starts[0].sources)
-    EXPECT_EQ(src.where, state_source::kind::local_slot) << "each rank from its own memory";
+    EXPECT_EQ(src.where, copy_kind::local_slot) << "each rank from its own memory";
   (void)p.pause();
   EXPECT_TRUE(p.restart_epoch("shares").empty()) << "not while paused";
 }
@@ -362,8 +355,8 @@ TEST(supervisor_policy, a_restarted_supervisor_starts_a_new_epoch_once_nodes_ret
   (void)p.recover_after_restart(epoch_t{7}, placement, step_t{40});
   EXPECT_EQ(p.state(), job_state::waiting_for_nodes);
   // The nodes report again what they hold from the reloaded epoch.
-  p.on_snapshot({epoch_t{7}, rank_id{0}, step_t{40}, node_id{1}, state_source::kind::buddy_replica});
-  p.on_snapshot({epoch_t{7}, rank_id{1}, step_t{40}, node_id{1}, state_source::kind::local_slot});
+  p.on_snapshot({epoch_t{7}, rank_id{0}, step_t{40}, node_id{1}, copy_kind::buddy_replica});
+  p.on_snapshot({epoch_t{7}, rank_id{1}, step_t{40}, node_id{1}, copy_kind::local_slot});
   (void)p.on_node_up(node_id{0});
   auto a = p.on_node_up(node_id{1});
   EXPECT_EQ(p.epoch(), epoch_t{8});
@@ -374,7 +367,7 @@ TEST(supervisor_policy, a_restarted_supervisor_starts_a_new_epoch_once_nodes_ret
   auto start = all_of<start_epoch>(last);
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{40});
-  EXPECT_EQ(start[0].sources[0].where, state_source::kind::buddy_replica);
+  EXPECT_EQ(start[0].sources[0].where, copy_kind::buddy_replica);
 }
 
 TEST(supervisor_policy, a_collective_error_without_a_culprit_restarts_everyone_after_the_hang_timeout) {
@@ -447,17 +440,17 @@ TEST(supervisor_policy, a_step_commits_once_every_rank_holds_it_locally_and_on_i
   (void)start_job(p, 2);
   EXPECT_FALSE(p.copies().committed());
   for (const auto& s : p.placement())
-    EXPECT_FALSE(p.on_snapshot({p.epoch(), s.rank, step_t{5}, s.node, state_source::kind::local_slot}))
+    EXPECT_FALSE(p.on_snapshot({p.epoch(), s.rank, step_t{5}, s.node, copy_kind::local_slot}))
         << "one copy is not enough with two nodes up";
   const auto& last = p.placement().back();
   for (const auto& s : p.placement()) {
-    const bool commits = p.on_snapshot({p.epoch(), s.rank, step_t{5}, buddy_of(s.node), state_source::kind::buddy_replica});
+    const bool commits = p.on_snapshot({p.epoch(), s.rank, step_t{5}, buddy_of(s.node), copy_kind::buddy_replica});
     EXPECT_EQ(commits, s.rank == last.rank) << "the last replica commits step 5";
   }
   ASSERT_TRUE(p.copies().committed());
   EXPECT_EQ(*p.copies().committed(), step_t{5});
   // Repeated or older reports commit nothing new.
-  EXPECT_FALSE(p.on_snapshot({p.epoch(), last.rank, step_t{5}, last.node, state_source::kind::local_slot}));
+  EXPECT_FALSE(p.on_snapshot({p.epoch(), last.rank, step_t{5}, last.node, copy_kind::local_slot}));
   // Newer uncommitted steps do not push the committed one out of the record.
   for (std::uint64_t step = 10; step <= 40; step += 5)
     snapshot_all(p, step);
@@ -479,8 +472,8 @@ TEST(supervisor_policy, with_one_node_up_a_local_copy_commits) {
   (void)start_job(p, 1);
   const auto& placement = p.placement();
   ASSERT_EQ(placement.size(), 2u);
-  EXPECT_FALSE(p.on_snapshot({p.epoch(), rank_id{0}, step_t{5}, node_id{0}, state_source::kind::local_slot}));
-  EXPECT_TRUE(p.on_snapshot({p.epoch(), rank_id{1}, step_t{5}, node_id{0}, state_source::kind::local_slot}));
+  EXPECT_FALSE(p.on_snapshot({p.epoch(), rank_id{0}, step_t{5}, node_id{0}, copy_kind::local_slot}));
+  EXPECT_TRUE(p.on_snapshot({p.epoch(), rank_id{1}, step_t{5}, node_id{0}, copy_kind::local_slot}));
   EXPECT_EQ(*p.copies().committed(), step_t{5});
 }
 
@@ -497,10 +490,10 @@ TEST(supervisor_policy, a_copy_that_cannot_be_read_is_forgotten_and_the_restore_
   // Rank 2's slot no longer holds step 10 (say it was overwritten).
   const auto e = p.epoch();
   EXPECT_TRUE(p.on_restore_failed(rank_id{2}, epoch_t{e.value() - 1}, rank_id{2}, step_t{10}, node_id{1},
-                                  state_source::kind::local_slot, "gone")
+                                  copy_kind::local_slot, "gone")
                   .empty())
       << "a stale epoch's report changes nothing";
-  auto a = p.on_restore_failed(rank_id{2}, e, rank_id{2}, step_t{10}, node_id{1}, state_source::kind::local_slot,
+  auto a = p.on_restore_failed(rank_id{2}, e, rank_id{2}, step_t{10}, node_id{1}, copy_kind::local_slot,
                                "rank 2 step 10 is not held on node n1");
   ASSERT_EQ(p.epoch(), e.next());
   auto notes = all_of<note_event>(a);
@@ -536,10 +529,10 @@ TEST(supervisor_policy, a_newer_checkpoint_on_disk_is_the_restore_point_and_a_ba
   EXPECT_EQ(start[0].restore_step, step_t{40});
   ASSERT_EQ(start[0].sources.size(), 4u);
   for (const auto& s : start[0].sources)
-    EXPECT_EQ(s.where, state_source::kind::disk);
+    EXPECT_EQ(s.where, copy_kind::disk);
   // Rank 1's shard of step 40 is damaged: that checkpoint is dropped, step 20 is next.
   const auto e = p.epoch();
-  auto a = p.on_restore_failed(rank_id{1}, e, rank_id{1}, step_t{40}, node_id{0}, state_source::kind::disk,
+  auto a = p.on_restore_failed(rank_id{1}, e, rank_id{1}, step_t{40}, node_id{0}, copy_kind::disk,
                                "payload checksum mismatch");
   ASSERT_FALSE(all_of<note_event>(a).empty());
   EXPECT_NE(all_of<note_event>(a)[0].detail.find("from disk"), std::string::npos) << all_of<note_event>(a)[0].detail;
@@ -553,7 +546,7 @@ TEST(supervisor_policy, a_newer_checkpoint_on_disk_is_the_restore_point_and_a_ba
   start = all_ready(p);
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{25});
-  EXPECT_EQ(start[0].sources[0].where, state_source::kind::local_slot);
+  EXPECT_EQ(start[0].sources[0].where, copy_kind::local_slot);
 }
 
 }  // namespace

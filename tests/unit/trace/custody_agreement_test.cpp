@@ -90,8 +90,8 @@ outcome live(std::uint64_t last, std::uint64_t lag, bool lose_n1) {
           continue;
         const auto buddy = buddies[r.node.value()];
         for (const auto& gone : windows[buddy].add({epoch, r.rank, s}))
-          p.on_snapshot_dropped({gone.epoch, gone.rank, gone.step, node_id{buddy}, state_source::kind::buddy_replica});
-        commit(p.on_snapshot({epoch, r.rank, s, node_id{buddy}, state_source::kind::buddy_replica}));
+          p.on_snapshot_dropped({gone.epoch, gone.rank, gone.step, node_id{buddy}, copy_kind::buddy_replica});
+        commit(p.on_snapshot({epoch, r.rank, s, node_id{buddy}, copy_kind::buddy_replica}));
       }
     }
     for (std::size_t i = 0; i < placement.size(); ++i) {
@@ -103,8 +103,8 @@ outcome live(std::uint64_t last, std::uint64_t lag, bool lose_n1) {
       published.insert({r.rank, step_t{step}});
       if (w->overwrites)
         p.on_snapshot_dropped({w->overwrites->epoch, w->overwrites->rank, w->overwrites->step, r.node,
-                               state_source::kind::local_slot});
-      commit(p.on_snapshot({epoch, r.rank, step_t{step}, r.node, state_source::kind::local_slot}));
+                               copy_kind::local_slot});
+      commit(p.on_snapshot({epoch, r.rank, step_t{step}, r.node, copy_kind::local_slot}));
     }
   }
   outcome out;

@@ -13,6 +13,7 @@
 #include "common/checksum.hpp"
 #include "kernels/optimizer.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/values.hpp"
 #include "tests/support/thread_communicator.hpp"
 #include "common/checksum.hpp"
 #include "training/state.hpp"
@@ -24,15 +25,10 @@ using bytes = std::vector<std::byte>;
 
 // A model small enough for hundreds of steps in a unit test.
 config::spec tiny_spec() {
-  config::spec s;
+  auto s = testing::tiny_spec();
   s.job.steps = 200;
-  s.job.global_batch = 8;
-  s.job.micro_batch = 2;
   s.job.seed = 7;
-  s.model.layers = 2;
-  s.model.heads = 2;
   s.model.width = 32;
-  s.model.seq_len = 32;
   s.optimizer.learning_rate = 1e-2;
   s.optimizer.min_learning_rate = 1e-3;
   s.optimizer.warmup_steps = 10;

@@ -1,0 +1,306 @@
+// The supervisor's answers to operators: one handler per admin request type (messages.hpp), each
+// checking the request against the job as it is now. A read-only token is refused every request
+// that changes the job, in one place (answer()).
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <ctime>
+
+#include "actors/supervisor_actor.hpp"
+#include "common/text.hpp"
+
+namespace rekindle::actors {
+
+using namespace policy;
+
+namespace {
+
+using json = nlohmann::json;
+
+admin_reply answered(std::string text, std::string json_text = {}) {
+  return admin_reply{0, true, errc::internal, std::move(text), std::move(json_text)};
+}
+
+admin_reply refused(errc code, std::string why) { return admin_reply{0, false, code, std::move(why), {}}; }
+
+admin_reply refused(const status& st) { return refused(st.code(), st.message()); }
+
+// "2026-11-30T14:04:31.123Z".
+std::string utc_text(clock::wall_time t) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
+  return buf;
+}
+
+// "2.5" for a factor of 2.5, "2" for 2.
+std::string factor_text(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", f);
+  return buf;
+}
+
+}  // namespace
+
+template <class... Requests>
+caf::message_handler supervisor_actor::admin_handlers(type_list<Requests...>) {
+  return caf::message_handler{[this](const envelope& from, const Requests& r) {
+    const bool read_only = from.role != static_cast<std::uint8_t>(transport::peer_role::admin);
+    auto reply = Requests::changes_job && read_only
+                     ? refused(errc::permission_denied,
+                               "'" + std::string{Requests::command} + "' changes the job; this token is read-only")
+                     : on_admin(r);
+    reply.id = r.id;
+    ctx_->bridge->send(from.peer, "supervisor", from.actor, reply);
+  }...};
+}
+
+caf::message_handler supervisor_actor::admin_behavior() { return admin_handlers(admin_requests{}); }
+
+expected<rank_slot> supervisor_actor::placed_rank(rank_id rank) const {
+  const auto& placement = policy_.placement();
+  const auto it = std::find_if(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.rank == rank; });
+  if (it == placement.end())
+    return status{errc::invalid_argument,
+                  "rank " + std::to_string(rank.value()) + " is not in the job (world " +
+                      std::to_string(policy_.world()) + ": ranks 0-" +
+                      std::to_string(policy_.world() == 0 ? 0 : policy_.world() - 1) + ")"};
+  return *it;
+}
+
+expected<node_id> supervisor_actor::node_named(const std::string& name) const {
+  if (const auto n = ctx_->spec.find_node(name))
+    return *n;
+  std::vector<std::string> names;
+  for (const auto& node : ctx_->spec.nodes)
+    names.push_back(node.name);
+  return status{errc::invalid_argument, "no node '" + name + "'" + did_you_mean(name, names)};
+}
+
+status supervisor_actor::training_now() const {
+  if (finished_ || policy_.state() != job_state::running)
+    return status{errc::failed_precondition,
+                  std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not training"};
+  return {};
+}
+
+admin_reply supervisor_actor::on_admin(const admin_status& r) { return answered("", status_json(r.full)); }
+
+admin_reply supervisor_actor::on_admin(const admin_loss& r) {
+  if (r.points == 0 || r.points > 100000)
+    return refused(errc::invalid_argument,
+                   "loss: the curve takes 1 to 100000 points, not " + std::to_string(r.points));
+  return answered("", loss_json(r.points));
+}
+
+std::string supervisor_actor::loss_json(std::size_t points) const {
+  // Buckets of consecutive steps, each with its mean, lowest and highest loss; the steps where a
+  // failure struck, so a chart can mark them.
+  const std::size_t steps = std::min<std::size_t>(losses_.size(), max_step_);
+  const std::size_t per = std::max<std::size_t>(1, (steps + points - 1) / points);
+  json out{{"steps", steps}, {"steps_per_point", per}, {"points", json::array()}, {"failures", json::array()}};
+  for (std::size_t begin = 0; begin < steps; begin += per) {
+    const std::size_t end = std::min(steps, begin + per);
+    double sum = 0, lo = losses_[begin], hi = losses_[begin];
+    for (std::size_t i = begin; i < end; ++i) {
+      sum += losses_[i];
+      lo = std::min(lo, losses_[i]);
+      hi = std::max(hi, losses_[i]);
+    }
+    out["points"].push_back({{"step", end}, {"loss", sum / static_cast<double>(end - begin)}, {"min", lo}, {"max", hi}});
+  }
+  for (const auto& rec : recoveries_.records())
+    out["failures"].push_back({{"step", rec.failed_at_step}, {"cause", rec.cause}});
+  return out.dump();
+}
+
+admin_reply supervisor_actor::on_admin(const admin_events& r) {
+  (void)store_->flush_events();
+  auto events = store_->events_after(r.after, 1000);
+  if (!events)
+    return refused(events.error().code(), "the event log cannot be read: " + events.error().message());
+  json out = json::array();
+  for (const auto& e : *events) {
+    json ej{{"seq", e.seq},
+            {"time", utc_text(e.wall)},
+            {"unix_s",
+             static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(e.wall.time_since_epoch()).count()) /
+                 1000.0},
+            {"kind", e.kind},
+            {"epoch", e.epoch.value()}};
+    if (e.rank)
+      ej["rank"] = e.rank->value();
+    if (e.node && e.node->value() < ctx_->spec.nodes.size())
+      ej["node"] = ctx_->spec.nodes[e.node->value()].name;
+    for (const auto& [k, v] : e.fields) {
+      if (k == "detail")
+        ej["detail"] = v;
+      else
+        ej["fields"][k] = v;
+    }
+    out.push_back(std::move(ej));
+  }
+  return answered("", out.dump());
+}
+
+admin_reply supervisor_actor::on_admin(const admin_kill& r) {
+  const auto slot = placed_rank(r.rank);
+  if (!slot)
+    return refused(slot.error());
+  if (r.signal < 1 || r.signal > 64)
+    return refused(errc::invalid_argument, "kill: " + std::to_string(r.signal) + " is not a signal number (1-64)");
+  const auto rank = std::to_string(slot->rank.value());
+  const auto sig = std::to_string(r.signal);
+  injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
+  event("fault_injected", "kill rank " + rank + " with signal " + sig, slot->rank, slot->node,
+        {{"fault", "kill"}, {"signal", sig}});
+  to_agent(slot->node, kill_request{policy_.epoch(), slot->rank, r.signal, "operator"});
+  return answered("rank " + rank + " sent signal " + sig);
+}
+
+admin_reply supervisor_actor::on_admin(const admin_drill& r) {
+  if (r.kind != drill_kind::hang && r.kind != drill_kind::slow)
+    return refused(errc::invalid_argument, "drill: only hang and slow are operators' drills, not " +
+                                               std::string{to_string(r.kind)});
+  const bool hang = r.kind == drill_kind::hang;
+  const auto slot = placed_rank(r.rank);
+  if (!slot)
+    return refused(slot.error());
+  if (!hang && !(r.factor >= 1.0 && r.factor <= 100.0))
+    return refused(errc::invalid_argument,
+                   "slow: FACTOR is a number from 1 (back to normal) to 100, not " + factor_text(r.factor));
+  if (auto st = training_now(); !st.ok())
+    return refused(st);
+  const auto rank = std::to_string(slot->rank.value());
+  const auto factor = factor_text(r.factor);
+  const std::string what = hang              ? "hang rank " + rank
+                           : r.factor == 1.0 ? "rank " + rank + " back to its normal speed"
+                                             : "slow rank " + rank + " by " + factor + "x";
+  if (hang)
+    injected_ranks_[slot->rank.value()] = now_ns(*ctx_->time);
+  event("fault_injected", what, slot->rank, slot->node,
+        hang ? std::vector<std::pair<std::string, std::string>>{{"fault", "hang"}}
+             : std::vector<std::pair<std::string, std::string>>{{"fault", "slow"}, {"factor", factor}});
+  to_agent(slot->node, drill_request{policy_.epoch(), slot->rank, r.kind, hang ? 1.0 : r.factor});
+  return answered(hang              ? "rank " + rank + " hangs before its next step; its peers wait in their collectives "
+                                                   "until it is found"
+              : r.factor == 1.0 ? "rank " + rank + " steps at its normal speed again"
+                                : "the compute of rank " + rank + " now takes " + factor +
+                                      " times as long (its collectives do not)");
+}
+
+admin_reply supervisor_actor::on_admin(const admin_fail_node& r) {
+  const auto n = node_named(r.node);
+  if (!n)
+    return refused(n.error());
+  if (!agents_.contains(*n))
+    return refused(errc::failed_precondition, "node " + r.node + " is not up");
+  injected_nodes_[n->value()] = now_ns(*ctx_->time);
+  event("fault_injected", "fail node " + r.node, {}, *n, {{"fault", "node_down"}});
+  to_agent(*n, fail_node{"operator drill"});
+  return answered("node " + r.node + " fails now");
+}
+
+admin_reply supervisor_actor::on_admin(const admin_partition& r) {
+  const auto a = node_named(r.node1);
+  if (!a)
+    return refused(a.error());
+  const auto b = node_named(r.node2);
+  if (!b)
+    return refused(b.error());
+  if (*a == *b)
+    return refused(errc::invalid_argument, "partition: a node cannot be cut off from itself ('" + r.node1 + "' twice)");
+  const std::chrono::nanoseconds d{r.duration_ns};
+  if (d < std::chrono::milliseconds{100} || d > std::chrono::hours{1})
+    return refused(errc::invalid_argument,
+                   "partition: --for takes a duration from 100ms to 1h, not " + format_duration(d));
+  for (const auto n : {*a, *b})
+    if (!agents_.contains(n))
+      return refused(errc::failed_precondition, "node " + ctx_->spec.nodes[n.value()].name + " is not up");
+  // Cut off from the supervisor's node, the other node is lost to the job: timed from now.
+  const node_id far = *a == ctx_->node ? *b : *a;
+  if (*a == ctx_->node || *b == ctx_->node)
+    injected_nodes_[far.value()] = now_ns(*ctx_->time);
+  event("fault_injected", "partition " + r.node1 + " " + r.node2 + " for " + format_duration(d), {}, far,
+        {{"fault", "partition"},
+         {"link", r.node1 + "," + r.node2},
+         {"duration_s", std::to_string(std::chrono::duration<double>(d).count())}});
+  // The far end first: once the near end cuts, nothing reaches the far one.
+  to_agent(*b, partition_request{*a, d.count()});
+  to_agent(*a, partition_request{*b, d.count()});
+  return answered("traffic between " + r.node1 + " and " + r.node2 + " is dropped for " + format_duration(d) +
+              " (control plane: heartbeats, replication, state transfers)");
+}
+
+admin_reply supervisor_actor::on_admin(const admin_pause& r) {
+  if (finished_)
+    return refused(errc::failed_precondition, "the job has ended (" + final_state_ + ")");
+  if (r.pause && policy_.state() == job_state::paused)
+    return answered("already paused");
+  if (!r.pause && policy_.state() != job_state::paused)
+    return refused(errc::failed_precondition,
+                   std::string{"the job is "} + std::string{to_string(policy_.state())} + ", not paused");
+  execute(r.pause ? policy_.pause() : policy_.resume());
+  return answered(r.pause ? "paused at step " + std::to_string(max_step_) + " (the ranks wait; resume to go on)"
+                      : "resumed in epoch " + std::to_string(policy_.epoch().value()));
+}
+
+admin_reply supervisor_actor::on_admin(const admin_drain& r) {
+  const auto n = node_named(r.node);
+  if (!n)
+    return refused(n.error());
+  if (*n == ctx_->node)
+    return refused(errc::failed_precondition, "node " + r.node + " hosts the supervisor and cannot be drained");
+  const auto world = policy_.world();
+  execute(policy_.drain(*n));
+  return answered("node " + r.node + " drained; world " + std::to_string(world) + " → " +
+              std::to_string(policy_.world()) + " ranks");
+}
+
+admin_reply supervisor_actor::on_admin(const admin_scale& r) {
+  if (r.ranks == 0 || r.ranks > 1000000)
+    return refused(errc::invalid_argument,
+                   "scale: RANKS is a whole number of ranks from 1 to 1000000, not " + std::to_string(r.ranks));
+  if (r.ranks == policy_.world())
+    return answered("the world already has " + std::to_string(r.ranks) + " ranks");
+  const auto before = policy_.world();
+  auto actions = policy_.scale(r.ranks);
+  for (const auto& action : actions)
+    if (const auto* note = std::get_if<note_event>(&action); note && note->kind == "scale_refused") {
+      auto why = note->detail;
+      execute(std::move(actions));
+      return refused(errc::failed_precondition, std::move(why));
+    }
+  execute(std::move(actions));
+  return answered("world " + std::to_string(before) + " → " + std::to_string(policy_.world()) +
+              " ranks (the global batch stays); epoch " + std::to_string(policy_.epoch().value()));
+}
+
+admin_reply supervisor_actor::on_admin(const admin_checkpoint_now&) {
+  if (ctx_->spec.checkpoint.persist_every == 0)
+    return refused(errc::failed_precondition, "checkpoints on disk are off (checkpoint.persist_every = 0)");
+  if (auto st = training_now(); !st.ok())
+    return refused(st);
+  if (const auto writing = checkpoints_.writing())
+    return answered("checkpoint of step " + std::to_string(writing->value()) + " is being written");
+  // The next anchor every rank holds is persisted, whatever persist_every says.
+  (void)checkpoints_.request_now();
+  event("checkpoint_requested", "an operator asked for a checkpoint now");
+  const auto anchor = ctx_->spec.checkpoint.snapshot_every * policy::snapshots_per_anchor;
+  return answered("checkpoint requested: the next anchor (a multiple of " + std::to_string(anchor) +
+              " steps) is written");
+}
+
+admin_reply supervisor_actor::on_admin(const admin_stop& r) {
+  execute(policy_.stop(r.reason.empty() ? "stopped by an operator" : r.reason.substr(0, 200)));
+  return answered("job stopped");
+}
+
+}  // namespace rekindle::actors

@@ -1,0 +1,97 @@
+#include "policy/recovery_meter.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/text.hpp"
+
+namespace rekindle::policy {
+
+namespace {
+
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+std::string duration_text(double s) {
+  return format_duration(std::chrono::nanoseconds{static_cast<std::int64_t>(s * 1e9)});
+}
+
+}  // namespace
+
+double recovery_record::detect_s() const { return injected_ns > 0 ? seconds(detected_ns - injected_ns) : 0.0; }
+double recovery_record::respawn_s() const { return ready_ns > 0 ? seconds(ready_ns - detected_ns) : 0.0; }
+double recovery_record::rendezvous_s() const {
+  return started_ns > 0 ? seconds(started_ns - ready_ns) + seconds(connect_ns) : 0.0;
+}
+double recovery_record::restore_s() const { return seconds(restore_ns); }
+double recovery_record::total_s() const {
+  return first_step_ns > 0 ? seconds(first_step_ns - (injected_ns > 0 ? injected_ns : detected_ns)) : 0.0;
+}
+
+std::string recovery_record::summary() const {
+  return "detect " + duration_text(detect_s()) + " · respawn " + duration_text(respawn_s()) + " · rendezvous " +
+         duration_text(rendezvous_s()) + " · restore " + duration_text(restore_s()) + " (" + source + ", step " +
+         std::to_string(restored_step) + ") · total " + duration_text(total_s()) + " · lost " +
+         std::to_string(steps_lost()) + " step(s)";
+}
+
+recovery_record* recovery_meter::current() { return recovering() ? &records_[*open_] : nullptr; }
+
+bool recovery_meter::open(std::string cause, std::optional<rank_id> rank, std::optional<node_id> node,
+                          std::uint64_t step, std::int64_t injected_ns, std::int64_t now_ns) {
+  if (recovering())
+    return false;
+  recovery_record r;
+  r.cause = std::move(cause);
+  r.rank = rank;
+  r.node = node;
+  r.failed_at_step = step;
+  r.injected_ns = injected_ns;
+  r.detected_ns = now_ns;
+  records_.push_back(std::move(r));
+  open_ = records_.size() - 1;
+  return true;
+}
+
+void recovery_meter::on_epoch(epoch_t epoch) {
+  if (auto* r = current())
+    r->epoch = epoch.value();
+}
+
+void recovery_meter::on_ready(std::int64_t now_ns) {
+  if (auto* r = current(); r && r->ready_ns == 0)
+    r->ready_ns = now_ns;
+}
+
+void recovery_meter::on_start(step_t restore_step, std::string source, std::int64_t now_ns) {
+  if (auto* r = current()) {
+    r->started_ns = now_ns;
+    r->restored_step = restore_step.value();
+    r->source = std::move(source);
+  }
+}
+
+void recovery_meter::on_restored(std::int64_t connect_ns, std::int64_t restore_ns, const std::string& source) {
+  if (auto* r = current()) {
+    r->connect_ns = std::max(r->connect_ns, connect_ns);
+    r->restore_ns = std::max(r->restore_ns, restore_ns);
+    if (source != "none" && source != to_string(copy_kind::local_slot))
+      r->source = source;
+  }
+}
+
+const recovery_record* recovery_meter::on_progress(std::uint64_t slowest_step, std::int64_t now_ns) {
+  auto* r = current();
+  if (r == nullptr || r->started_ns == 0 || slowest_step <= r->restored_step)
+    return nullptr;
+  r->first_step_ns = now_ns;
+  r->done = true;
+  return r;
+}
+
+std::optional<std::uint64_t> recovery_meter::restored_step() const {
+  if (!recovering())
+    return std::nullopt;
+  return records_[*open_].restored_step;
+}
+
+}  // namespace rekindle::policy

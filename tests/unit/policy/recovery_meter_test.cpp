@@ -1,0 +1,61 @@
+#include <gtest/gtest.h>
+
+#include "policy/recovery_meter.hpp"
+
+namespace rekindle::policy {
+namespace {
+
+constexpr std::int64_t ms = 1'000'000;
+
+TEST(recovery_meter, times_each_phase_from_injection_to_the_first_step_past_the_restore_step) {
+  recovery_meter m;
+  EXPECT_FALSE(m.recovering());
+  // Injected at 100 ms, seen at 150 ms with the job at step 47.
+  ASSERT_TRUE(m.open("rank 2 killed by signal 9", rank_id{2}, node_id{1}, 47, 100 * ms, 150 * ms));
+  EXPECT_TRUE(m.recovering());
+  m.on_epoch(epoch_t{3});
+  m.on_ready(900 * ms);
+  m.on_ready(950 * ms);  // the first time every rank was ready counts
+  m.on_start(step_t{40}, "local memory", 1000 * ms);
+  m.on_restored(20 * ms, 5 * ms, "local memory");
+  m.on_restored(30 * ms, 3 * ms, "buddy memory on n0");
+  EXPECT_EQ(m.on_progress(40, 1100 * ms), nullptr) << "no rank past the restore step yet";
+  const auto* done = m.on_progress(41, 1200 * ms);
+  ASSERT_NE(done, nullptr);
+  EXPECT_FALSE(m.recovering());
+  EXPECT_EQ(m.on_progress(42, 1300 * ms), nullptr) << "a recovery ends once";
+  const auto& r = m.records().at(0);
+  EXPECT_EQ(r.epoch, 3u);
+  EXPECT_EQ(r.rank, rank_id{2});
+  EXPECT_EQ(r.node, node_id{1});
+  EXPECT_DOUBLE_EQ(r.detect_s(), 0.05);
+  EXPECT_DOUBLE_EQ(r.respawn_s(), 0.75);
+  EXPECT_DOUBLE_EQ(r.rendezvous_s(), 0.1 + 0.03) << "start - ready, plus the slowest rank's connection";
+  EXPECT_DOUBLE_EQ(r.restore_s(), 0.005);
+  EXPECT_DOUBLE_EQ(r.total_s(), 1.1) << "from the injection";
+  EXPECT_EQ(r.steps_lost(), 7u);
+  EXPECT_EQ(r.source, "buddy memory on n0") << "a rank that read from elsewhere names the source";
+  EXPECT_NE(r.summary().find("lost 7 step(s)"), std::string::npos) << r.summary();
+}
+
+TEST(recovery_meter, a_failure_while_recovering_folds_into_the_open_recovery) {
+  recovery_meter m;
+  ASSERT_TRUE(m.open("node n1 lost", std::nullopt, node_id{1}, 10, 0, 5 * ms));
+  EXPECT_FALSE(m.open("rank 3 exited", rank_id{3}, node_id{1}, 10, 0, 6 * ms));
+  ASSERT_EQ(m.records().size(), 1u);
+  EXPECT_EQ(m.records()[0].cause, "node n1 lost");
+  EXPECT_DOUBLE_EQ(m.records()[0].detect_s(), 0.0) << "not injected: no detection time";
+  EXPECT_EQ(m.on_progress(100, 7 * ms), nullptr) << "not done before the ranks were started";
+  m.on_start(step_t{8}, "none", 8 * ms);
+  ASSERT_NE(m.on_progress(9, 9 * ms), nullptr);
+  EXPECT_DOUBLE_EQ(m.records()[0].total_s(), 0.004) << "from detection when nothing was injected";
+  // Once done, a new failure opens a new recovery, and epochs no longer touch the old one.
+  m.on_epoch(epoch_t{9});
+  EXPECT_EQ(m.records()[0].epoch, 0u);
+  EXPECT_TRUE(m.open("rank 0 exited", rank_id{0}, node_id{0}, 20, 0, 10 * ms));
+  EXPECT_EQ(m.records().size(), 2u);
+  EXPECT_EQ(m.restored_step(), 0u);
+}
+
+}  // namespace
+}  // namespace rekindle::policy
