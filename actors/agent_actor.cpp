@@ -213,6 +213,8 @@ caf::behavior agent_actor::make_behavior() {
         spdlog::info("agent: job {} {}", j.state, j.reason);
         for (auto& [i, w] : workers_) {
           to_worker(w, j);
+          if (w.external && !w.retiring)
+            stop_worker(w, SIGTERM, "the job ended");
           w.retiring = true;
         }
         if (standby_)
@@ -244,6 +246,8 @@ caf::behavior agent_actor::make_behavior() {
                        w.rank ? std::to_string(w.rank->value()) : "-", detail, failure ? "" : " (expected)");
           if (failure)
             to_supervisor(rank_exited{w.epoch, *w.rank, ctx_->node, code, sig, detail, c.at_ns});
+          else if (w.external && w.rank && !w.retiring && !finished_)
+            to_supervisor(rank_completed{w.epoch, *w.rank, ctx_->node});
           workers_.erase(it);
           return;
         }
@@ -261,6 +265,7 @@ caf::behavior agent_actor::make_behavior() {
 void agent_actor::apply(const assign_ranks& a) {
   epoch_ = a.epoch;
   world_ = a.world;
+  rank0_host_ = a.rank0_host;
   ctx_->bridge->set_epoch(a.epoch);
   started_.reset();
   forget_stale_progress();
@@ -268,9 +273,12 @@ void agent_actor::apply(const assign_ranks& a) {
   for (const auto& r : a.ranks)
     assignment_[r.local_index] = r;
   caf::anon_send(checkpoint_, a);
-  // Workers no longer wanted here leave; the others learn their rank in the new epoch.
+  // Workers no longer wanted here leave; the others learn their rank in the new epoch. A user's
+  // program cannot learn a new rank or world: every epoch starts every one of them again.
   for (auto& [i, w] : workers_)
-    if (!assignment_.contains(i) && !w.retiring)
+    if (w.external && !w.retiring)
+      stop_worker(w, SIGKILL, "epoch " + std::to_string(a.epoch.value()) + " starts every rank's program again");
+    else if (!assignment_.contains(i) && !w.retiring)
       stop_worker(w, SIGTERM, "not assigned in epoch " + std::to_string(a.epoch.value()));
   for (const auto& [i, r] : assignment_) {
     auto it = workers_.find(i);
@@ -299,10 +307,15 @@ void agent_actor::assign_worker(worker& w) {
 void agent_actor::stop_worker(worker& w, int signal, const std::string& why) {
   spdlog::info("agent stops worker local={} pid={}: {}", w.local_index, w.pid, why);
   w.retiring = true;
-  ::kill(w.pid, signal);
+  // A user's program may have started processes of its own (data loaders): its whole group goes.
+  ::kill(w.external ? -w.pid : w.pid, signal);
 }
 
 void agent_actor::spawn_worker(std::uint32_t local_index) {
+  if (ctx_->spec.job.external()) {
+    spawn_program(local_index);
+    return;
+  }
   if (standby_ && standby_->peer) {
     // Promote the warm standby: it only has to open the slot and the communicator.
     worker w = *standby_;
@@ -328,8 +341,8 @@ void agent_actor::spawn_worker(std::uint32_t local_index) {
 
 void agent_actor::ensure_standby() {
   // Not while an epoch starts: a new process competes for the cores the recovering ranks need.
-  // The next standby comes once the epoch trains.
-  if (standby_ || finished_ || epoch_.value() == 0 || trained_epoch_ != epoch_)
+  // The next standby comes once the epoch trains. A user's program has no standby.
+  if (standby_ || finished_ || epoch_.value() == 0 || trained_epoch_ != epoch_ || ctx_->spec.job.external())
     return;
   const auto pid = fork_worker(std::nullopt);
   if (pid < 0)
@@ -338,6 +351,62 @@ void agent_actor::ensure_standby() {
   w.local_index = ~0u;
   w.pid = pid;
   standby_ = w;
+}
+
+void agent_actor::spawn_program(std::uint32_t local_index) {
+  const auto a = assignment_.find(local_index);
+  if (a == assignment_.end())
+    return;
+  const auto& job = ctx_->spec.job;
+  const auto rank = a->second.rank;
+  worker w;
+  w.local_index = local_index;
+  w.external = true;
+  w.rank = rank;
+  w.epoch = epoch_;
+  w.world = world_;
+  w.last_heartbeat = ctx_->time->now();
+  const auto fail = [&](const std::string& why) {
+    spdlog::error("agent cannot start the program of rank {}: {}", rank.value(), why);
+    to_supervisor(rank_exited{epoch_, rank, ctx_->node, 127, 0, "job.command could not be started: " + why,
+                              now_ns(*ctx_->time)});
+  };
+  auto program = find_program(job.command.front(), job.workdir);
+  if (!program) {
+    fail(program.error().message());
+    return;
+  }
+  std::vector<std::string> argv = job.command;
+  argv.front() = program->string();
+  child_options o;
+  o.log = ctx_->node_dir / ("rank-" + std::to_string(rank.value()) + ".log");
+  o.workdir = job.workdir;
+  const auto port = job.master_port + epoch_.value() % config::job_spec::master_port_span;
+  o.env = {{"RANK", std::to_string(rank.value())},
+           {"LOCAL_RANK", std::to_string(local_index)},
+           {"WORLD_SIZE", std::to_string(world_)},
+           {"LOCAL_WORLD_SIZE", std::to_string(assignment_.size())},
+           {"GROUP_RANK", std::to_string(ctx_->node.value())},
+           {"MASTER_ADDR", rank0_host_.empty() ? std::string{"127.0.0.1"} : rank0_host_},
+           {"MASTER_PORT", std::to_string(port)},
+           {"TORCHELASTIC_RUN_ID", job.name},
+           {"TORCHELASTIC_RESTART_COUNT", std::to_string(epoch_.value() - 1)},
+           {"REKINDLE_EPOCH", std::to_string(epoch_.value())},
+           {"REKINDLE_NODE", ctx_->node_name()},
+           {"REKINDLE_JOB", job.name}};
+  for (const auto& e : job.env)
+    o.env.push_back(e);
+  auto pid = spawn_child(argv, o);
+  if (!pid) {
+    fail(pid.error().message());
+    return;
+  }
+  w.pid = *pid;
+  workers_[local_index] = w;
+  spdlog::info("agent started the program of rank {} local={} pid={} epoch={}", rank.value(), local_index, *pid,
+               epoch_.value());
+  // Started is as registered as a program without the API gets.
+  to_supervisor(rank_ready{epoch_, rank, ctx_->node, local_index, static_cast<std::uint32_t>(*pid), {}});
 }
 
 std::int32_t agent_actor::fork_worker(std::optional<std::uint32_t> local_index) {
@@ -393,8 +462,9 @@ void agent_actor::tick() {
   }
   last_tick_ = now;
   for (auto& [i, w] : workers_) {
-    // A ranked worker without a connection lost it: its heartbeats age like a silent one's.
-    if (!w.rank || w.retiring || w.reported_unresponsive)
+    // A ranked worker without a connection lost it: its heartbeats age like a silent one's. A
+    // user's program has no heartbeats.
+    if (!w.rank || w.retiring || w.reported_unresponsive || w.external)
       continue;
     if (now - w.last_heartbeat > ctx_->spec.timeouts.node) {
       w.reported_unresponsive = true;

@@ -43,6 +43,9 @@ class agent_actor : public caf::event_based_actor {
     bool reported_unresponsive = false;
     /// Killed on purpose (no longer assigned, or the job ended): its exit is not a failure.
     bool retiring = false;
+    /// The user's program (job.command) rather than a rekindle worker: no connection, no
+    /// heartbeats; it is started again in every epoch.
+    bool external = false;
   };
 
   void connect_to_supervisor();
@@ -51,9 +54,14 @@ class agent_actor : public caf::event_based_actor {
   void flush_progress();
   void forget_stale_progress();
   void apply(const assign_ranks& a);
+  /// The host of rank 0 in the current epoch (from assign_ranks).
+  std::string rank0_host_;
   void spawn_worker(std::uint32_t local_index);
   /// Starts a worker process for `local_index`, or a standby without one; returns its pid or -1.
   std::int32_t fork_worker(std::optional<std::uint32_t> local_index);
+  /// Starts the job's own program (job.command) as the rank assigned to `local_index`, with the
+  /// torchrun environment, and registers it: it has no connection to say so itself.
+  void spawn_program(std::uint32_t local_index);
   /// Keeps one warm standby worker while the job runs.
   void ensure_standby();
   void assign_worker(worker& w);

@@ -63,6 +63,8 @@ struct assign_ranks {
   /// The node whose daemon keeps replicas of this node's snapshots, and its address.
   node_id buddy;
   std::string buddy_address;
+  /// The host of the node where rank 0 runs in this epoch (MASTER_ADDR of a job.command).
+  std::string rank0_host;
 };
 
 /// Abort the collectives of every epoch older than `epoch`; keep the processes.
@@ -113,6 +115,13 @@ struct rank_exited {
   std::string detail;
   /// Steady-clock time the agent reaped it (ns since the agent's boot).
   std::int64_t detected_ns = 0;
+};
+
+/// A rank's program (job.command, run without rekindle's API) exited with status 0: it finished.
+struct rank_completed {
+  epoch_t epoch;
+  rank_id rank;
+  node_id node;
 };
 
 /// A worker stopped answering (its heartbeats stopped) or a collective failed in it.
@@ -369,13 +378,14 @@ struct state_reply {
 RK_INSPECT(node_hello, x.node, x.name, x.address, x.pid)
 RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready)
 RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
-RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address)
+RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address, x.rank0_host)
 RK_INSPECT(abort_epoch, x.epoch)
 RK_INSPECT(rank_ready, x.epoch, x.rank, x.node, x.local_index, x.pid, x.address)
 RK_INSPECT(restore_source, x.old_rank, x.holder, x.kind)
 RK_INSPECT(start_training, x.epoch, x.world, x.addresses, x.restore_step, x.restore_world, x.sources, x.node_addresses,
            x.micro_batches)
 RK_INSPECT(rank_exited, x.epoch, x.rank, x.node, x.exit_code, x.signal, x.detail, x.detected_ns)
+RK_INSPECT(rank_completed, x.epoch, x.rank, x.node)
 RK_INSPECT(rank_trouble, x.epoch, x.rank, x.node, x.unresponsive, x.detail)
 RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.compute_ns, x.communication_ns, x.snapshot_ns,
            x.tokens)
@@ -580,6 +590,7 @@ template <> inline constexpr bool fenced<assign_ranks> = true;
 template <> inline constexpr bool fenced<rank_ready> = true;
 template <> inline constexpr bool fenced<start_training> = true;
 template <> inline constexpr bool fenced<rank_trouble> = true;
+template <> inline constexpr bool fenced<rank_completed> = true;
 template <> inline constexpr bool fenced<progress_report> = true;
 template <> inline constexpr bool fenced<progress_batch> = true;
 template <> inline constexpr bool fenced<rank_restored> = true;

@@ -176,10 +176,13 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
           if (s.where != copy_kind::local_slot)
             source = std::string{to_string(s.where)} + " on " + ctx_->spec.nodes.at(s.holder.value()).name;
         recoveries_.on_start(se->restore_step, std::move(source), now_ns(*ctx_->time));
+        // A user's program reports no steps: its recovery ends when every rank's program runs.
+        if (ctx_->spec.job.external())
+          (void)recoveries_.on_progress(se->restore_step.value() + 1, now_ns(*ctx_->time));
       }
       // Steps reported in the old epoch do not count: the ranks start over from the restore step.
       for (auto& [r, s] : ranks_) {
-        s.state = "restoring";
+        s.state = ctx_->spec.job.external() ? "running" : "restoring";
         s.step = se->restore_step.value();
       }
       max_step_ = std::max(max_step_, se->restore_step.value());
@@ -221,9 +224,12 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
     return;
   // Every node up learns its ranks of the new epoch (none: its workers stop) and its buddy.
   for (const auto& [n, peer] : agents_) {
-    auto as = assigns.contains(n) ? assigns[n] : assign_ranks{policy_.epoch(), policy_.world(), {}, {}, {}};
+    auto as = assigns.contains(n) ? assigns[n] : assign_ranks{policy_.epoch(), policy_.world(), {}, {}, {}, {}};
     as.epoch = policy_.epoch();
     as.world = policy_.world();
+    for (const auto& slot : policy_.placement())
+      if (slot.rank == rank_id{0})
+        as.rank0_host = ctx_->spec.nodes.at(slot.node.value()).host;
     as.buddy = n;
     if (const auto b = n.value() < buddies.size() ? buddies[n.value()] : std::nullopt;
         b && !node_addresses_[b->value()].empty()) {
@@ -371,6 +377,11 @@ caf::behavior supervisor_actor::make_behavior() {
             event("recovered", rec->summary(), rec->rank, rec->node,
                   {{"total_s", std::to_string(rec->total_s())}, {"steps_lost", std::to_string(rec->steps_lost())}});
         }
+      },
+      [this](const envelope&, const rank_completed& c) {
+        ranks_[c.rank].state = "completed";
+        event("rank_completed", "its program exited with status 0", c.rank, c.node);
+        execute(policy_.on_rank_completed(c.rank, c.epoch));
       },
       [this](const envelope&, const rank_exited& e) {
         auto it = injected_ranks_.find(e.rank.value());

@@ -169,6 +169,9 @@ admin_reply supervisor_actor::on_admin(const admin_drill& r) {
   if (r.kind != drill_kind::hang && r.kind != drill_kind::slow)
     return refused(errc::invalid_argument, "drill: only hang and slow are operators' drills, not " +
                                                std::string{to_string(r.kind)});
+  if (ctx_->spec.job.external())
+    return refused(errc::failed_precondition, std::string{to_string(r.kind)} +
+                                                  " drills need the rekindle worker; this job runs job.command");
   const bool hang = r.kind == drill_kind::hang;
   const auto slot = placed_rank(r.rank);
   if (!slot)

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "common/check.hpp"
 #include "common/status.hpp"
@@ -53,6 +54,8 @@ expected<pid_t> spawn_child(const std::vector<std::string>& argv, const child_op
     }
     for (const auto& [name, value] : options.env)
       setenv(name.c_str(), value.c_str(), 1);
+    if (!options.workdir.empty() && chdir(options.workdir.c_str()) != 0)
+      _exit(126);
     execv(args[0], args.data());
     _exit(127);
   }
@@ -61,6 +64,37 @@ expected<pid_t> spawn_child(const std::vector<std::string>& argv, const child_op
   if (fd >= 0)
     ::close(fd);
   return pid;
+}
+
+expected<std::filesystem::path> find_program(const std::string& name, const std::filesystem::path& workdir) {
+  namespace fs = std::filesystem;
+  const auto usable = [](const fs::path& p) {
+    std::error_code ec;
+    return fs::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    fs::path p{name};
+    if (p.is_relative())
+      p = workdir / p;
+    p = p.lexically_normal();
+    std::error_code ec;
+    if (!fs::exists(p, ec))
+      return status{errc::not_found, "program '" + p.string() + "' does not exist"};
+    if (!usable(p))
+      return status{errc::failed_precondition, "program '" + p.string() + "' is not an executable file"};
+    return p;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr && *path != '\0' ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t begin = 0;
+  while (begin <= dirs.size()) {
+    const auto end = std::min(dirs.find(':', begin), dirs.size());
+    const fs::path dir = end > begin ? fs::path{dirs.substr(begin, end - begin)} : fs::path{"."};
+    if (const auto p = dir / name; usable(p))
+      return p;
+    begin = end + 1;
+  }
+  return status{errc::not_found, "program '" + name + "' is not on PATH (" + dirs + ")"};
 }
 
 void kill_child_group(pid_t pid) noexcept {

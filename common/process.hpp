@@ -17,7 +17,15 @@ struct child_options {
   std::filesystem::path log;
   /// Extra environment variables (name, value), on top of this process's environment.
   std::vector<std::pair<std::string, std::string>> env;
+  /// The child's working directory; empty: this process's.
+  std::filesystem::path workdir;
 };
+
+/// The program `name` names, as execv needs it: with a '/', that file (relative to `workdir`);
+/// without, the first match on PATH. Errors: not_found (naming PATH), failed_precondition when
+/// the file is not an executable regular file.
+[[nodiscard]] expected<std::filesystem::path> find_program(const std::string& name,
+                                                           const std::filesystem::path& workdir);
 
 /// Starts `argv[0]` (a path) with `argv` as a child in a process group of its own that is killed
 /// when this process dies (PR_SET_PDEATHSIG), so that nothing a tool starts outlives it. The

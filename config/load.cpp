@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/process.hpp"
 #include "common/text.hpp"
 #include "config/toml_reader.hpp"
 
@@ -150,6 +151,42 @@ class table_reader {
     return n->as_string()->get();
   }
 
+  /// An array of at most `max_count` strings of 1 to `max_length` bytes; each bad element is
+  /// reported at its own place ("job.command[2]").
+  std::vector<std::string> strings(std::string_view key, std::size_t max_count, std::size_t max_length) {
+    std::vector<std::string> out;
+    const auto* n = get(key);
+    if (n == nullptr)
+      return out;
+    const auto* list = n->as_array();
+    if (list == nullptr) {
+      type_error(key, *n, "an array of strings");
+      return out;
+    }
+    if (list->size() > max_count) {
+      error(key, "holds " + std::to_string(list->size()) + " elements, at most " + std::to_string(max_count) +
+                     " are allowed");
+      return out;
+    }
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const auto* e = list->get(i);
+      const std::string efield = field(key) + "[" + std::to_string(i) + "]";
+      if (!e->is_string()) {
+        ctx_.error(e->source(), efield, "expected a string, got " + std::string{type_name(e->type())});
+        continue;
+      }
+      const auto& text = e->as_string()->get();
+      if (text.empty() || text.size() > max_length || text.find('\0') != std::string::npos) {
+        ctx_.error(e->source(), efield,
+                   "must be 1 to " + std::to_string(max_length) + " bytes without a NUL byte, got " +
+                       std::to_string(text.size()) + " bytes");
+        continue;
+      }
+      out.push_back(text);
+    }
+    return out;
+  }
+
   nanoseconds duration(std::string_view key, nanoseconds fallback, nanoseconds min, nanoseconds max) {
     const auto* n = get(key);
     if (n == nullptr)
@@ -241,6 +278,13 @@ bool valid_name(std::string_view name) {
   return std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
   });
+}
+
+bool valid_env_name(std::string_view name) {
+  if (name.empty() || name.size() > 256 || std::isdigit(static_cast<unsigned char>(name[0])))
+    return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 bool is_loopback(std::string_view host) {
@@ -414,7 +458,30 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
   j.seed = r.integer<std::uint64_t>("seed", j.seed, 0, std::numeric_limits<std::int64_t>::max());
   j.data = r.string("data", j.data);
   j.balance = r.string("balance", j.balance);
+  j.command = r.strings("command", 1024, 4096);
+  const auto workdir = r.string("workdir", "");
+  const auto env = r.strings("env", 1024, 4096);
+  j.master_port = r.integer<std::uint16_t>("master_port", j.master_port, 1024, 65535 - job_spec::master_port_span);
   r.finish();
+  const auto* command_node = r.has("command") ? r.get("command") : nullptr;
+  if (command_node != nullptr && command_node->as_array() != nullptr && command_node->as_array()->empty())
+    r.error("command", "is empty: give the program and its arguments, e.g. [\"python3\", \"train.py\"]");
+  if (!j.command.empty()) {
+    j.workdir = workdir.empty() ? ctx.base_dir : resolve(ctx, workdir);
+    if (auto program = find_program(j.command[0], j.workdir); !program)
+      r.error("command", program.error().message());
+  } else if (!workdir.empty() || !env.empty()) {
+    r.error(!workdir.empty() ? "workdir" : "env", "applies only to a job.command");
+  }
+  for (const auto& entry : env) {
+    const auto eq = entry.find('=');
+    const auto name = entry.substr(0, eq);
+    if (eq == std::string::npos || !valid_env_name(name))
+      r.error("env", "'" + entry + "' is not NAME=value with a NAME of letters, digits and '_' (not starting with a "
+                                   "digit)");
+    else
+      j.env.emplace_back(name, entry.substr(eq + 1));
+  }
   if (j.balance != "equal" && j.balance != "speeds" && j.balance != "measured")
     r.error("balance", "'" + j.balance + "' is not a way to share micro-batches: use \"equal\", \"speeds\" or \"measured\"");
 
@@ -760,7 +827,22 @@ std::string to_toml(const spec& s) {
     << "micro_batch = " << s.job.micro_batch << "\n"
     << "seed = " << s.job.seed << "\n"
     << "data = " << quote(s.job.data_file ? s.job.data_file->string() : s.job.data) << "\n"
-    << "balance = " << quote(s.job.balance) << "\n";
+    << "balance = " << quote(s.job.balance) << "\n"
+    << "master_port = " << s.job.master_port << "\n";
+  if (s.job.external()) {
+    const auto list = [&](const std::vector<std::string>& items) {
+      std::string out = "[";
+      for (std::size_t i = 0; i < items.size(); ++i)
+        out += (i ? ", " : "") + quote(items[i]);
+      return out + "]";
+    };
+    std::vector<std::string> env;
+    for (const auto& [name, value] : s.job.env)
+      env.push_back(name + "=" + value);
+    o << "command = " << list(s.job.command) << "\n"
+      << "workdir = " << quote(s.job.workdir.string()) << "\n"
+      << "env = " << list(env) << "\n";
+  }
   o << "\n[model]\n"
     << "layers = " << s.model.layers << "\n"
     << "heads = " << s.model.heads << "\n"

@@ -77,6 +77,23 @@ struct job_spec {
   /// "measured" (from the ranks' measured compute speeds, planned again at every epoch start).
   /// Default: "equal".
   std::string balance = "equal";
+  /// A training program of the user's to run as every rank instead of the built-in transformer
+  /// (argv; the program is looked up on PATH unless it holds a '/'). It runs without rekindle's
+  /// API ("level 0"): each rank gets the torchrun environment (RANK, LOCAL_RANK, WORLD_SIZE,
+  /// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), a failure restarts every rank's process in a
+  /// new epoch, and the job completes when every rank's process exits with status 0. Default: none.
+  std::vector<std::string> command;
+  /// Where `command` runs. Default: the configuration file's directory.
+  std::filesystem::path workdir;
+  /// Extra environment of `command`, as NAME=value entries.
+  std::vector<std::pair<std::string, std::string>> env;
+  /// The first MASTER_PORT of `command`'s rendezvous; epoch e uses master_port + e % 64, so a
+  /// restarted job never meets the previous epoch's port in TIME_WAIT. Default: 29500.
+  std::uint16_t master_port = 29500;
+  static constexpr std::uint16_t master_port_span = 64;
+
+  /// Whether the ranks run the user's `command` (level 0) rather than the built-in worker.
+  [[nodiscard]] bool external() const noexcept { return !command.empty(); }
 
   bool operator==(const job_spec&) const = default;
 };

@@ -41,6 +41,7 @@ policy_config policy_config_of(const config::spec& s) {
   c.max_restarts = s.recovery.max_restarts;
   c.backoff = s.recovery.backoff;
   c.backoff_max = s.recovery.backoff_max;
+  c.reports_progress = !s.job.external();
   return c;
 }
 
@@ -131,6 +132,7 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
     r.last_progress = now;
   }
   ranks_ = std::move(kept);
+  completed_.clear();
   out.push_back(note_event{"epoch", "epoch " + std::to_string(epoch_.value()) + ": " + why, {}, {}});
   out.push_back(persist_epoch{epoch_});
   out.push_back(abort_ranks{epoch_});
@@ -368,6 +370,20 @@ std::vector<policy_action> supervisor_policy::on_progress(rank_id r, epoch_t e, 
   return out;
 }
 
+std::vector<policy_action> supervisor_policy::on_rank_completed(rank_id r, epoch_t e) {
+  std::vector<policy_action> out;
+  if (e != epoch_ || state_ != job_state::running || !ranks_.contains(r))
+    return out;
+  completed_.insert(r);
+  if (std::all_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return completed_.contains(s.rank); })) {
+    state_ = job_state::completed;
+    out.push_back(note_event{"completed", "all " + std::to_string(world()) + " ranks' programs exited with status 0",
+                             {}, {}});
+    out.push_back(finish_job{job_state::completed, ""});
+  }
+  return out;
+}
+
 std::vector<policy_action> supervisor_policy::on_tick() {
   std::vector<policy_action> out;
   const auto now = clock_.now();
@@ -377,7 +393,7 @@ std::vector<policy_action> supervisor_policy::on_tick() {
       out.insert(out.end(), std::make_move_iterator(lost.begin()), std::make_move_iterator(lost.end()));
     }
   }
-  if (state_ == job_state::running) {
+  if (state_ == job_state::running && config_.reports_progress) {
     // A rank's peers report a failed collective once theirs times out; one that stays silent and
     // makes no progress for longer than that (plus a margin for a step's compute) is not waiting
     // in a collective: it is the stuck one. No rank counts as hung before its peers could report.

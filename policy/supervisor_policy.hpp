@@ -42,6 +42,10 @@ struct policy_config {
   std::uint32_t max_restarts = 50;
   std::chrono::nanoseconds backoff = std::chrono::milliseconds{100};
   std::chrono::nanoseconds backoff_max = std::chrono::seconds{5};
+  /// Whether ranks report their steps (the rekindle worker). A user's program run without the API
+  /// (job.command) does not: no rank is found hung by its silence, and the job completes when every
+  /// rank's program exits with status 0 (on_rank_completed) instead of at the last step.
+  bool reports_progress = true;
 };
 
 /// The policy's view of a validated cluster and job configuration.
@@ -191,6 +195,9 @@ class supervisor_policy {
                                                copy_kind where, const std::string& why);
   /// (5) A rank's process ended, or its collectives failed, or it was found hung.
   std::vector<policy_action> on_rank_failed(rank_id r, epoch_t e, const std::string& why);
+  /// Rank r's program exited with status 0 in epoch e (a job without progress reports): once every
+  /// rank of the placement has, the job is completed.
+  std::vector<policy_action> on_rank_completed(rank_id r, epoch_t e);
   /// A rank's collective failed (a timeout or a peer error): a symptom; the rank that caused it
   /// is found by its exit, its missed heartbeats, or (with a collective timeout) by being the one
   /// that is silent and makes no progress while its peers wait. If none is found within the hang
@@ -289,6 +296,8 @@ class supervisor_policy {
   epoch_t epoch_{0};
   std::vector<rank_slot> placement_;
   std::map<rank_id, rank_state> ranks_;
+  /// Ranks whose program exited with status 0 in this epoch.
+  std::set<rank_id> completed_;
   std::vector<node_state> nodes_;
   step_t step_;
   /// Step the current epoch started from.

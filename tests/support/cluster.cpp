@@ -23,7 +23,7 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
   toml += "\n[job]\nname = \"test\"\nsteps = " + std::to_string(options_.steps) +
           "\nglobal_batch = " + std::to_string(options_.global_batch) +
           "\nmicro_batch = " + std::to_string(options_.micro_batch) + "\nseed = 7\n" +
-          (options_.balance.empty() ? std::string{} : "balance = \"" + options_.balance + "\"\n") +
+          (options_.balance.empty() ? std::string{} : "balance = \"" + options_.balance + "\"\n") + options_.job_extra +
           "\n[model]\nlayers = 2\nheads = 2\nwidth = " + std::to_string(options_.width) + "\nseq_len = 16\n"
           "\n[checkpoint]\nsnapshot_every = " +
           std::to_string(options_.snapshot_every) + "\npersist_every = " + std::to_string(options_.persist_every) +

@@ -33,6 +33,8 @@ struct cluster_options {
   std::string extra;
   std::uint32_t global_batch = 8;
   std::uint32_t micro_batch = 2;
+  /// More keys of [job] (e.g. "command = [\"/bin/true\"]\n").
+  std::string job_extra;
   /// job.balance; empty: not written (the default).
   std::string balance;
   /// model.width (the embedded tiny model: 32).

@@ -191,6 +191,52 @@ TEST(config, bad_duration_and_size_strings) {
   EXPECT_EQ(e.message, "must be between 4KiB and 1GiB, got 1KiB");
 }
 
+TEST(config, a_job_command_is_checked_where_it_is_written) {
+  temp_dir dir;
+  const auto job = [&](const std::string& keys) { return parse_in(dir, std::string{two_nodes} + "\n[job]\n" + keys); };
+  // A program on PATH or beside the configuration; its directory, environment and ports.
+  const auto script = dir.write("train.sh", "#!/bin/sh\nexit 0\n");
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  auto r = job("command = [\"sh\", \"-c\", \"true\"]\nenv = [\"A=1\", \"B_2=x=y\"]\nmaster_port = 30000\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_TRUE(r.value->job.external());
+  EXPECT_EQ(r.value->job.workdir, dir.path()) << "the configuration's directory by default";
+  ASSERT_EQ(r.value->job.env.size(), 2u);
+  EXPECT_EQ(r.value->job.env[1], (std::pair<std::string, std::string>{"B_2", "x=y"}));
+  EXPECT_EQ(r.value->job.master_port, 30000);
+  r = job("command = [\"./train.sh\"]\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  // Each mistake at its own place.
+  auto e = only_error(job("command = []\n"));
+  EXPECT_EQ(e.field, "job.command");
+  EXPECT_NE(e.message.find("is empty"), std::string::npos) << e.message;
+  e = only_error(job("command = [\"no-such-program-rekindle\"]\n"));
+  EXPECT_EQ(e.field, "job.command");
+  EXPECT_NE(e.message.find("'no-such-program-rekindle' is not on PATH"), std::string::npos) << e.message;
+  e = only_error(job("command = [\"./missing.sh\"]\n"));
+  EXPECT_NE(e.message.find("does not exist"), std::string::npos) << e.message;
+  std::filesystem::permissions(script, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  e = only_error(job("command = [\"./train.sh\"]\n"));
+  EXPECT_NE(e.message.find("is not an executable file"), std::string::npos) << e.message;
+  e = only_error(job("command = [\"sh\", 3]\n"));
+  EXPECT_EQ(e.field, "job.command[1]");
+  e = only_error(job("command = [\"sh\", \"\"]\n"));
+  EXPECT_EQ(e.field, "job.command[1]");
+  e = only_error(job("command = [\"sh\"]\nenv = [\"1X=3\"]\n"));
+  EXPECT_EQ(e.field, "job.env");
+  EXPECT_NE(e.message.find("'1X=3' is not NAME=value"), std::string::npos) << e.message;
+  e = only_error(job("env = [\"A=1\"]\n"));
+  EXPECT_EQ(e.message, "applies only to a job.command");
+  e = only_error(job("command = [\"sh\"]\nmaster_port = 65500\n"));
+  EXPECT_EQ(e.field, "job.master_port");
+  // Bounded: a command of more than 1024 words is refused without reading them all.
+  std::string many = "command = [";
+  for (int i = 0; i < 1100; ++i)
+    many += std::string{i ? ", " : ""} + "\"x\"";
+  e = only_error(job(many + "]\n"));
+  EXPECT_NE(e.message.find("at most 1024"), std::string::npos) << e.message;
+}
+
 TEST(config, devices_are_checked_per_entry) {
   temp_dir dir;
   auto e = only_error(parse_in(dir, "[[nodes]]\nname = \"g\"\ndevices = [\"cuda:0\", \"tpu\"]\n"));

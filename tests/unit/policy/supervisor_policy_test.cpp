@@ -301,6 +301,31 @@ TEST(supervisor_policy, a_node_alone_has_no_buddy) {
   EXPECT_EQ(buddies[0].buddy_of, std::vector<std::optional<node_id>>{std::nullopt});
 }
 
+TEST(supervisor_policy, a_job_without_progress_reports_completes_when_every_rank_completed_and_is_never_hung) {
+  fake_clock clock;
+  auto config = two_nodes();
+  config.reports_progress = false;
+  supervisor_policy p{config, clock};
+  (void)start_job(p, 2);
+  // No step is ever reported: silence is not a hang.
+  clock.advance(config.hang_timeout * 3);
+  for (std::uint32_t n = 0; n < 2; ++n)
+    p.on_heartbeat(node_id{n});
+  EXPECT_TRUE(all_of<kill_rank>(p.on_tick()).empty());
+  EXPECT_TRUE(all_of<finish_job>(p.on_rank_completed(rank_id{0}, p.epoch())).empty());
+  EXPECT_TRUE(p.on_rank_completed(rank_id{1}, epoch_t{99}).empty()) << "another epoch's completion";
+  EXPECT_TRUE(all_of<finish_job>(p.on_rank_completed(rank_id{1}, p.epoch())).empty());
+  // A failure starts a new epoch: completions of the old one no longer count.
+  (void)p.on_rank_failed(rank_id{3}, p.epoch(), "killed by signal 9");
+  ASSERT_TRUE(all_ready(p).size() == 1u);
+  for (std::uint32_t r = 0; r < 3; ++r)
+    EXPECT_TRUE(all_of<finish_job>(p.on_rank_completed(rank_id{r}, p.epoch())).empty());
+  const auto done = all_of<finish_job>(p.on_rank_completed(rank_id{3}, p.epoch()));
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].state, job_state::completed);
+  EXPECT_EQ(p.state(), job_state::completed);
+}
+
 TEST(supervisor_policy, pause_resume_stop_scale_and_drain) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};

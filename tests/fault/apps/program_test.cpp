@@ -1,0 +1,192 @@
+// A user's own training program as every rank (job.command, without rekindle's API): the torchrun
+// environment, a failure that starts every rank's program again in a new epoch (each resumes from
+// its own checkpoint), and completion when every program exits with status 0.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tests/support/cluster.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/wait.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// "key=value" fields of a line of the program's log.
+std::map<std::string, std::string> fields(const std::string& line) {
+  std::map<std::string, std::string> out;
+  std::istringstream words{line};
+  for (std::string w; words >> w;)
+    if (const auto eq = w.find('='); eq != std::string::npos)
+      out[w.substr(0, eq)] = w.substr(eq + 1);
+  return out;
+}
+
+std::vector<std::string> lines_of(const fs::path& file, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with(prefix))
+      out.push_back(line);
+  return out;
+}
+
+int step_of(const fs::path& file) {
+  std::ifstream in(file);
+  int step = 0;
+  in >> step;
+  return step;
+}
+
+TEST(program, a_users_program_runs_as_every_rank_and_a_failure_starts_every_one_again_from_its_checkpoint) {
+  const fs::path script = REKINDLE_SOURCE_DIR "/tests/fault/apps/programs/steps.sh";
+  testing::temp_dir work;
+  const auto ckpt = work.path();
+  testing::local_cluster c{{.steps = 1,
+                            .persist_every = 0,
+                            .job_extra = "command = [\"bash\", \"" + script.string() + "\"]\n" +
+                                         "workdir = \"" + work.path().string() + "\"\n" + "env = [\"STEPS=200\", \"CKPT_DIR=" +
+                                         ckpt.string() + "\", \"SLEEP=0.05\"]\n"}};
+  c.start_all();
+  // Started is as registered as a program without the API gets: every rank runs.
+  ASSERT_TRUE(c.wait_for(
+      [](const nlohmann::json& s) {
+        if (s.value("state", "") != "running" || s["ranks"].size() != 4)
+          return false;
+        for (const auto& r : s["ranks"])
+          if (r["state"] != "running" || r["pid"].get<int>() <= 0)
+            return false;
+        return true;
+      },
+      120s))
+      << c.status().dump(2) << c.log("n0");
+  ASSERT_TRUE(testing::wait_until([&] { return step_of(ckpt / "rank-1.step") >= 10; }, 60s)) << c.log("n1");
+
+  // Drills that need the API are refused, saying why; a kill is a failure like any other.
+  auto r = c.admin({"hang", "rank", "0", "--yes"});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("need the rekindle worker"), std::string::npos) << r.err;
+  r = c.admin({"kill", "rank", "1", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  const auto report = c.wait_done(180s);
+  ASSERT_FALSE(report.is_null()) << c.status().dump(2) << c.log("n0");
+  EXPECT_EQ(report["state"], "completed") << report.dump(2) << c.log("n0");
+  ASSERT_EQ(report["recoveries"].size(), 1u) << report.dump(2);
+  const auto& rec = report["recoveries"][0];
+  EXPECT_EQ(rec["rank"], 1) << rec.dump();
+  EXPECT_NE(rec["cause"].get<std::string>().find("signal 9"), std::string::npos) << rec.dump();
+  EXPECT_TRUE(rec["done"].get<bool>()) << rec.dump();
+
+  // Every rank's program started twice, in epochs 1 and 2, with the torchrun environment; the
+  // second time each resumed from its own checkpoint, and each finished every step once.
+  const auto starts = lines_of(ckpt / "starts.log", "start ");
+  ASSERT_EQ(starts.size(), 8u) << "4 ranks, 2 epochs";
+  std::map<std::string, int> resumed;
+  for (const auto& line : starts) {
+    const auto f = fields(line);
+    EXPECT_EQ(f.at("world"), "4") << line;
+    EXPECT_EQ(f.at("local_world"), "2") << line;
+    EXPECT_EQ(f.at("local"), std::to_string(std::stoi(f.at("rank")) % 2)) << line;
+    EXPECT_EQ(f.at("cwd"), work.path().string()) << line;
+    const int epoch = std::stoi(f.at("epoch"));
+    EXPECT_EQ(f.at("restart"), std::to_string(epoch - 1)) << line;
+    EXPECT_EQ(f.at("master"), "127.0.0.1:" + std::to_string(29500 + epoch)) << line;
+    if (epoch == 2)
+      resumed[f.at("rank")] = std::stoi(f.at("from"));
+  }
+  ASSERT_EQ(resumed.size(), 4u) << "every rank started again in epoch 2";
+  for (const auto& [rank, from] : resumed)
+    EXPECT_GT(from, 0) << "rank " << rank << " resumed from its checkpoint";
+  const auto done = lines_of(ckpt / "starts.log", "done ");
+  ASSERT_EQ(done.size(), 4u);
+  for (const auto& line : done)
+    EXPECT_EQ(fields(line).at("step"), "200") << line;
+}
+
+// A TCP port free now (the kernel's choice for port 0), at most `highest`.
+int free_port(int highest) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    ::close(fd);
+    if (port >= 1024 && port <= highest)
+      return port;
+  }
+  return 0;
+}
+
+TEST(program, an_unmodified_torch_ddp_script_completes_across_a_kill_resuming_from_its_own_checkpoint) {
+  // Debian's python3-torch (scripts/setup-deps), with Debian's interpreter: another python3 on the
+  // PATH may lack it.
+  const std::string python = "/usr/bin/python3";
+  if (::access(python.c_str(), X_OK) != 0)
+    GTEST_SKIP() << python << " is missing (Debian package python3; scripts/setup-deps installs it)";
+  if (testing::run_process({python, "-c", "import torch"}, 60s).exit_code != 0)
+    GTEST_SKIP() << "python3-torch is not installed (scripts/setup-deps installs it)";
+  const fs::path script = REKINDLE_SOURCE_DIR "/examples/torch/train.py";
+  testing::temp_dir work;
+  const auto ckpt = work.path() / "ckpt";
+  // Its own rendezvous port: parallel tests must not meet (epoch e uses port + e % 64).
+  const int port = free_port(65535 - 64);
+  ASSERT_GT(port, 0);
+  testing::local_cluster c{{.steps = 1,
+                            .persist_every = 0,
+                            .job_extra = "command = [\"" + python + "\", \"" + script.string() +
+                                         "\", \"--steps\", \"100\", \"--save-every\", \"5\", \"--step-delay\", "
+                                         "\"0.05\", \"--checkpoint-dir\", \"" +
+                                         ckpt.string() + "\"]\nmaster_port = " + std::to_string(port) + "\n"}};
+  c.start_all();
+  // Once the script saved its first checkpoint, rank 1 is killed: every rank's program starts
+  // again in a new epoch and resumes from that checkpoint.
+  ASSERT_TRUE(testing::wait_until([&] { return fs::exists(ckpt / "checkpoint.pt"); }, 180s))
+      << c.status().dump(2) << c.log("n0");
+  const auto r = c.admin({"kill", "rank", "1", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto report = c.wait_done(300s);
+  ASSERT_FALSE(report.is_null()) << c.status().dump(2) << c.log("n0");
+  EXPECT_EQ(report["state"], "completed") << report.dump(2) << c.log("n0");
+  ASSERT_EQ(report["recoveries"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["recoveries"][0]["rank"], 1) << report.dump(2);
+  // Each rank's output, both epochs: started from scratch, started again from a checkpoint past
+  // step 0, and done at the last step with the same mean loss everywhere.
+  std::set<std::string> losses;
+  for (const auto& [node, ranks] : std::vector<std::pair<std::string, std::vector<int>>>{{"n0", {0, 1}}, {"n1", {2, 3}}}) {
+    for (const int rank : ranks) {
+      const auto log = c.data_dir() / node / ("rank-" + std::to_string(rank) + ".log");
+      const auto prefix = "rank " + std::to_string(rank) + " of 4: ";
+      const auto starts = lines_of(log, prefix + "starting at step ");
+      ASSERT_EQ(starts.size(), 2u) << log << "\n" << c.log(node);
+      EXPECT_EQ(starts[0], prefix + "starting at step 0");
+      EXPECT_NE(starts[1], prefix + "starting at step 0") << "resumed from its checkpoint";
+      const auto done = lines_of(log, prefix + "done at step 100, loss ");
+      ASSERT_EQ(done.size(), 1u) << log;
+      losses.insert(done[0].substr(done[0].rfind(' ') + 1));
+    }
+  }
+  EXPECT_EQ(losses.size(), 1u) << "every rank reports the same mean loss";
+}
+
+}  // namespace
+}  // namespace rekindle
