@@ -97,6 +97,9 @@ struct job_status {
   std::uint32_t world = 0;
   std::uint64_t step = 0;
   std::uint64_t total_steps = 0;
+  /// The user's program every rank runs (job.command, its words joined by spaces), when the job
+  /// runs one instead of the built-in model: it reports no steps.
+  std::optional<std::string> command;
   std::uint32_t restarts = 0;
   std::optional<double> loss;
   std::optional<double> tokens_per_s;
@@ -127,7 +130,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(recovery_status, epoch, cause, f
                                                 restore_s, total_s, detected_at_ns, first_step_at_ns, injected_at_ns,
                                                 rank, node)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(job_status, job, state, reason, epoch, world, step, total_steps,
-                                                restarts, loss, tokens_per_s, committed_step, checkpoint, nodes,
+                                                command, restarts, loss, tokens_per_s, committed_step, checkpoint, nodes,
                                                 balance, micro_batches, ranks, recoveries, losses, step_seconds)
 
 /// Reads a status; errors (parse_error) say what in it is not a status.

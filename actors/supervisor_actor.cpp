@@ -443,6 +443,13 @@ std::string supervisor_actor::status_json(bool full) const {
   j.world = policy_.world();
   j.step = max_step_;
   j.total_steps = ctx_->spec.job.steps;
+  if (ctx_->spec.job.external()) {
+    std::string words;
+    for (const auto& w : ctx_->spec.job.command)
+      words += (words.empty() ? "" : " ") + w;
+    j.command = std::move(words);
+    j.total_steps = 0;
+  }
   j.restarts = policy_.restarts();
   if (!losses_.empty() && max_step_ > 0)
     j.loss = losses_[std::min<std::size_t>(losses_.size(), max_step_) - 1];

@@ -12,7 +12,9 @@
 //      of work lost;
 //   4. TorchElastic (torchrun, gloo, torch.save checkpoints, --max_restarts) training the same
 //      transformer shape with the same state size, killed the same way, when Debian's
-//      python3-torch is installed (scripts/setup-deps --bench).
+//      python3-torch is installed (scripts/setup-deps);
+//   5. the same torch script run unchanged by rekindle (job.command, "level 0"), killed the same
+//      way: every rank's program started again from its torch.save checkpoint.
 //
 // usage: recovery [--ranks 2,4] [--state-mb 100] [--kills 5] [--snapshot-every 5] [--json FILE]
 
@@ -76,14 +78,15 @@ struct options {
   std::string work_dir;
 };
 
-// One node "n0" with every rank; each rank runs one micro-batch of one sequence a step.
+// One node "n0" with every rank; each rank runs one micro-batch of one sequence a step. `job_keys`:
+// more of [job] (a job.command).
 std::string config_text(const model_choice& m, int world, std::uint64_t steps, std::uint64_t snapshot_every,
-                        const fs::path& data) {
+                        const fs::path& data, const std::string& job_keys = {}) {
   std::ostringstream t;
   t << "[cluster]\nname = \"bench\"\nsupervisor = \"n0\"\nranks_per_node = " << world << "\n"
     << "\n[[nodes]]\nname = \"n0\"\nhost = \"127.0.0.1\"\nport = 0\n"
     << "\n[job]\nname = \"recovery\"\nsteps = " << steps << "\nglobal_batch = " << world
-    << "\nmicro_batch = 1\nseed = 1\n"
+    << "\nmicro_batch = 1\nseed = 1\n" << job_keys
     << "\n[model]\nlayers = " << m.layers << "\nheads = " << m.heads << "\nwidth = " << m.width
     << "\nseq_len = " << m.seq_len << "\n"
     << "\n[checkpoint]\nsnapshot_every = " << snapshot_every << "\n"
@@ -210,6 +213,8 @@ class cluster {
   }
   cluster(const cluster&) = delete;
   cluster& operator=(const cluster&) = delete;
+  /// The daemon's pid (-1 once it was reaped).
+  [[nodiscard]] pid_t pid() const noexcept { return pid_; }
   ~cluster() {
     client_.reset();
     kill_child_group(pid_);
@@ -399,22 +404,55 @@ std::vector<torch_line> torch_log(const fs::path& dir, int rank) {
   return out;
 }
 
-std::vector<kill_result> kill_torch(const model_choice& m, int world, const options& o, const fs::path& dir) {
+// Who starts the torch script, and starts it again after a kill: torchrun (--max_restarts), or
+// rekindle running it unchanged as job.command (every rank's program started again in a new
+// epoch).
+enum class torch_launcher { torchrun, rekindle };
+
+std::vector<kill_result> kill_torch(const model_choice& m, int world, const options& o, const fs::path& dir,
+                                    torch_launcher launcher) {
   fs::create_directories(dir);
   std::vector<kill_result> out;
   const std::string script = torch_script().string();
-  auto pid = spawn_child({python, script, "torchrun", "--standalone", "--nproc_per_node", std::to_string(world),
-                          "--max_restarts", std::to_string(o.kills + 1), "--monitor_interval", "0.1", script, "--dir",
-                          dir.string(), "--steps", "1000000", "--save-every", std::to_string(o.snapshot_every),
-                          "--width", std::to_string(m.width), "--layers", std::to_string(m.layers), "--heads",
-                          std::to_string(m.heads), "--seq-len", std::to_string(m.seq_len)},
-                         {.log = dir / "torchrun.log", .env = {{"OMP_NUM_THREADS", "1"}}});
+  const std::vector<std::string> script_args{script,
+                                             "--dir",
+                                             dir.string(),
+                                             "--steps",
+                                             "1000000",
+                                             "--save-every",
+                                             std::to_string(o.snapshot_every),
+                                             "--width",
+                                             std::to_string(m.width),
+                                             "--layers",
+                                             std::to_string(m.layers),
+                                             "--heads",
+                                             std::to_string(m.heads),
+                                             "--seq-len",
+                                             std::to_string(m.seq_len)};
+  const char* name = launcher == torch_launcher::torchrun ? "TorchElastic" : "rekindle L0";
+  std::unique_ptr<cluster> service;
+  expected<pid_t> pid = pid_t{-1};
+  if (launcher == torch_launcher::torchrun) {
+    std::vector<std::string> argv{python, script, "torchrun", "--standalone", "--nproc_per_node", std::to_string(world),
+                                  "--max_restarts", std::to_string(o.kills + 1), "--monitor_interval", "0.1"};
+    argv.insert(argv.end(), script_args.begin(), script_args.end());
+    pid = spawn_child(argv, {.log = dir / "torchrun.log", .env = {{"OMP_NUM_THREADS", "1"}}});
+  } else {
+    std::string command = "command = [\"" + std::string{python} + "\"";
+    for (const auto& a : script_args)
+      command += ", \"" + a + "\"";
+    command += "]\nenv = [\"OMP_NUM_THREADS=1\"]\n";
+    service = std::make_unique<cluster>(dir, config_text(m, world, 1, o.snapshot_every, dir / "data", command));
+    pid = service->pid();
+  }
   if (!pid) {
     std::cerr << "recovery: cannot start torchrun: " << pid.error().message() << "\n";
     return out;
   }
   const auto stop = [&] {
-    kill_child_group(*pid);
+    service.reset();
+    if (launcher == torch_launcher::torchrun)
+      kill_child_group(*pid);
     for (int r = 0; r < world; ++r) {  // workers are in torchrun's group; be sure
       std::ifstream in(dir / ("rank-" + std::to_string(r) + ".pid"));
       pid_t w = 0;
@@ -444,19 +482,18 @@ std::vector<kill_result> kill_torch(const model_choice& m, int world, const opti
   for (int k = 0; k < o.kills; ++k) {
     const int victim = (k + 1) % world;
     if (!wait_for(k, next_step)) {
-      std::cerr << "recovery: TorchElastic did not reach step " << next_step << "; see "
-                << (dir / "torchrun.log").string() << "\n";
+      std::cerr << "recovery: " << name << " did not reach step " << next_step << "; see " << dir.string() << "\n";
       break;
     }
     pid_t w = 0;
     std::ifstream(dir / ("rank-" + std::to_string(victim) + ".pid")) >> w;
     const std::int64_t killed_at = now_ns();
     if (w <= 0 || ::kill(w, SIGKILL) != 0) {
-      std::cerr << "recovery: no TorchElastic worker for rank " << victim << "\n";
+      std::cerr << "recovery: no " << name << " worker for rank " << victim << "\n";
       break;
     }
     if (!wait_for(k + 1, 0)) {
-      std::cerr << "recovery: TorchElastic did not restart; see " << (dir / "torchrun.log").string() << "\n";
+      std::cerr << "recovery: " << name << " did not restart; see " << dir.string() << "\n";
       break;
     }
     kill_result r;
@@ -478,7 +515,7 @@ std::vector<kill_result> kill_torch(const model_choice& m, int world, const opti
     r.lost = reached - std::min(reached, resumed);
     r.detail = {{"reached_step", reached}, {"resumed_step", resumed}};
     out.push_back(r);
-    print_kill("TorchElastic", world, k, o.kills, r);
+    print_kill(name, world, k, o.kills, r);
     next_step = resumed + 2 * o.snapshot_every + static_cast<std::uint64_t>(k) % o.snapshot_every;
   }
   stop();
@@ -508,6 +545,16 @@ json summary(const std::vector<kill_result>& v) {
   return j;
 }
 
+// "0.512 s [0.488–0.601]": the median and range of a summary's kills, or "-".
+std::string cell(const json& s) {
+  if (s.is_null() || s.value("kills", 0) == 0)
+    return "-";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.3f s [%.3f–%.3f]", s.value("median_s", 0.0), s.value("min_s", 0.0),
+                s.value("max_s", 0.0));
+  return b;
+}
+
 int run(const options& o) {
   init_logging("recovery", log_level::error);
   fs::path work;
@@ -525,7 +572,7 @@ int run(const options& o) {
   const model_choice m = choose_model(o.state_mb * 1e6);
   const bool torch = o.torch == "on" || (o.torch == "auto" && torch_available());
   if (o.torch == "on" && !torch_available()) {
-    std::cerr << "recovery: --torch on, but python3 cannot import torch (scripts/setup-deps --bench)\n";
+    std::cerr << "recovery: --torch on, but python3 cannot import torch (scripts/setup-deps)\n";
     return 1;
   }
   std::printf("recovery: transformer %u layers × width %u (%.1f M params, %.0f MB of parameters and AdamW moments), "
@@ -533,7 +580,7 @@ int run(const options& o) {
               m.layers, m.width, static_cast<double>(m.params) / 1e6, m.state_bytes() / 1e6, m.seq_len,
               static_cast<unsigned long long>(o.snapshot_every));
   if (!torch)
-    std::printf("  TorchElastic baseline skipped: python3-torch is not installed (scripts/setup-deps --bench)\n");
+    std::printf("  TorchElastic baseline skipped: python3-torch is not installed (scripts/setup-deps)\n");
   std::printf("  work directory: %s\n", work.c_str());
   std::fflush(stdout);
 
@@ -568,8 +615,10 @@ int run(const options& o) {
     jw["service_step_s"] = service;
     jw["overhead"] = service / bare - 1;
     jw["rekindle"] = summary(kill_service(m, world, o, work / ("kill-" + w)));
-    if (torch)
-      jw["torchelastic"] = summary(kill_torch(m, world, o, work / ("torch-" + w)));
+    if (torch) {
+      jw["torchelastic"] = summary(kill_torch(m, world, o, work / ("torch-" + w), torch_launcher::torchrun));
+      jw["rekindle_level0"] = summary(kill_torch(m, world, o, work / ("torch-l0-" + w), torch_launcher::rekindle));
+    }
     results[w] = jw;
   }
 
@@ -579,14 +628,6 @@ int run(const options& o) {
               "overhead");
   for (int world : o.ranks) {
     const json& jw = results[std::to_string(world)];
-    const auto cell = [](const json& s) {
-      if (s.is_null() || s.value("kills", 0) == 0)
-        return std::string{"-"};
-      char b[64];
-      std::snprintf(b, sizeof b, "%.3f s [%.3f–%.3f]", s.value("median_s", 0.0), s.value("min_s", 0.0),
-                    s.value("max_s", 0.0));
-      return std::string{b};
-    };
     const json rk = jw.value("rekindle", json{}), te = jw.value("torchelastic", json{});
     std::string speedup = "-";
     if (!te.is_null() && rk.value("median_s", 0.0) > 0 && te.value("median_s", 0.0) > 0) {
@@ -605,6 +646,18 @@ int run(const options& o) {
   }
   std::printf("(lost: steps of work redone, rekindle / TorchElastic; overhead: mean step time under rekindle against "
               "the bare loop)\n");
+  if (torch) {
+    std::printf("\nThe same torch script, SIGKILL of one rank → first step every rank finished afterwards (median "
+                "[min–max])\n%-6s %-26s %-26s %s\n",
+                "ranks", "torchrun --max_restarts", "rekindle job.command", "lost (max)");
+    for (int world : o.ranks) {
+      const json& jw = results[std::to_string(world)];
+      const json te = jw.value("torchelastic", json{}), l0 = jw.value("rekindle_level0", json{});
+      std::printf("%-6d %-26s %-26s %llu / %llu\n", world, cell(te).c_str(), cell(l0).c_str(),
+                  static_cast<unsigned long long>(te.value("max_lost_steps", 0ull)),
+                  static_cast<unsigned long long>(l0.value("max_lost_steps", 0ull)));
+    }
+  }
   if (!o.json_out.empty())
     std::ofstream(o.json_out) << results.dump(2) << "\n";
   if (o.work_dir.empty())

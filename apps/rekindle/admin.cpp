@@ -181,7 +181,17 @@ std::string ms_text(double seconds) { return fixed(seconds * 1000.0, seconds < 0
 void print_status(const actors::job_status& j) {
   std::string state = j.state;
   std::transform(state.begin(), state.end(), state.begin(), [](unsigned char c) { return std::toupper(c); });
-  std::cout << "job " << j.job << "  " << state << "  epoch " << j.epoch << "  step " << j.step << "/" << j.total_steps;
+  std::cout << "job " << j.job << "  " << state << "  epoch " << j.epoch;
+  if (j.command) {
+    // A program without the API reports no steps.
+    std::cout << "  " << j.world << " ranks running: " << *j.command << "\n";
+    std::cout << (j.recoveries.empty() ? std::string{"no failure so far"}
+                                       : std::to_string(j.recoveries.size()) + " failure(s); every rank's program "
+                                                                               "started again after each")
+              << "\n";
+    return;
+  }
+  std::cout << "  step " << j.step << "/" << j.total_steps;
   if (j.loss)
     std::cout << "  loss " << fixed(*j.loss, 3);
   if (j.tokens_per_s)

@@ -75,6 +75,9 @@ TEST(program, a_users_program_runs_as_every_rank_and_a_failure_starts_every_one_
       120s))
       << c.status().dump(2) << c.log("n0");
   ASSERT_TRUE(testing::wait_until([&] { return step_of(ckpt / "rank-1.step") >= 10; }, 60s)) << c.log("n1");
+  auto st = c.admin({"status"});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_NE(st.out.find("4 ranks running: bash " + script.string()), std::string::npos) << st.out;
 
   // Drills that need the API are refused, saying why; a kill is a failure like any other.
   auto r = c.admin({"hang", "rank", "0", "--yes"});
