@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -52,15 +53,22 @@ int step_of(const fs::path& file) {
   return step;
 }
 
+const fs::path steps_script = REKINDLE_SOURCE_DIR "/tests/fault/apps/programs/steps.sh";
+
+// Two nodes of two ranks running steps.sh (200 steps of 50 ms) in `work`, which holds its
+// checkpoints and its log.
+testing::cluster_options steps_job(const fs::path& work) {
+  return {.steps = 1,
+          .persist_every = 0,
+          .job_extra = "command = [\"bash\", \"" + steps_script.string() + "\"]\n" + "workdir = \"" + work.string() +
+                       "\"\n" + "env = [\"STEPS=200\", \"CKPT_DIR=" + work.string() + "\", \"SLEEP=0.05\"]\n"};
+}
+
 TEST(program, a_users_program_runs_as_every_rank_and_a_failure_starts_every_one_again_from_its_checkpoint) {
-  const fs::path script = REKINDLE_SOURCE_DIR "/tests/fault/apps/programs/steps.sh";
+  const auto& script = steps_script;
   testing::temp_dir work;
   const auto ckpt = work.path();
-  testing::local_cluster c{{.steps = 1,
-                            .persist_every = 0,
-                            .job_extra = "command = [\"bash\", \"" + script.string() + "\"]\n" +
-                                         "workdir = \"" + work.path().string() + "\"\n" + "env = [\"STEPS=200\", \"CKPT_DIR=" +
-                                         ckpt.string() + "\", \"SLEEP=0.05\"]\n"}};
+  testing::local_cluster c{steps_job(work.path())};
   c.start_all();
   // Started is as registered as a program without the API gets: every rank runs.
   ASSERT_TRUE(c.wait_for(
@@ -119,6 +127,34 @@ TEST(program, a_users_program_runs_as_every_rank_and_a_failure_starts_every_one_
   ASSERT_EQ(done.size(), 4u);
   for (const auto& line : done)
     EXPECT_EQ(fields(line).at("step"), "200") << line;
+}
+
+TEST(program, a_lost_node_shrinks_the_world_and_the_programs_left_finish_the_job) {
+  testing::temp_dir work;
+  const auto ckpt = work.path();
+  testing::local_cluster c{steps_job(work.path())};
+  c.start_all();
+  ASSERT_TRUE(testing::wait_until([&] { return step_of(ckpt / "rank-3.step") >= 10; }, 120s)) << c.log("n1");
+  // n1's daemon dies, and its ranks' programs with it; no spare: the world shrinks to n0's two
+  // ranks, whose programs start again with the new world and finish the job.
+  c.signal_node("n1", SIGKILL);
+  const auto report = c.wait_done(180s);
+  ASSERT_FALSE(report.is_null()) << c.status().dump(2) << c.log("n0");
+  EXPECT_EQ(report["state"], "completed") << report.dump(2) << c.log("n0");
+  EXPECT_EQ(report["world"], 2) << report.dump(2);
+  ASSERT_EQ(report["recoveries"].size(), 1u) << report.dump(2);
+  EXPECT_NE(report["recoveries"][0]["cause"].get<std::string>().find("node n1"), std::string::npos) << report.dump(2);
+  std::set<std::string> finished;
+  for (const auto& line : lines_of(ckpt / "starts.log", "start ")) {
+    const auto f = fields(line);
+    if (f.at("epoch") != "1") {
+      EXPECT_EQ(f.at("world"), "2") << line;
+      EXPECT_TRUE(f.at("rank") == "0" || f.at("rank") == "1") << line;
+    }
+  }
+  for (const auto& line : lines_of(ckpt / "starts.log", "done "))
+    finished.insert(fields(line).at("rank"));
+  EXPECT_EQ(finished, (std::set<std::string>{"0", "1"})) << "n1's ranks never finished; n0's did";
 }
 
 // A TCP port free now (the kernel's choice for port 0), at most `highest`.
