@@ -54,8 +54,6 @@ class agent_actor : public caf::event_based_actor {
   void flush_progress();
   void forget_stale_progress();
   void apply(const assign_ranks& a);
-  /// The host of rank 0 in the current epoch (from assign_ranks).
-  std::string rank0_host_;
   void spawn_worker(std::uint32_t local_index);
   /// Starts a worker process for `local_index`, or a standby without one; returns its pid or -1.
   std::int32_t fork_worker(std::optional<std::uint32_t> local_index);
@@ -83,6 +81,8 @@ class agent_actor : public caf::event_based_actor {
   std::uint64_t heartbeat_seq_ = 0;
   epoch_t epoch_;
   std::uint32_t world_ = 0;
+  /// The host of rank 0 in the current epoch (from assign_ranks): MASTER_ADDR of a job.command.
+  std::string rank0_host_;
   bool finished_ = false;
   /// The current assignment: local index → rank, for workers to pick up.
   std::map<std::uint32_t, rank_assignment> assignment_;

@@ -99,6 +99,10 @@ class supervisor_actor : public caf::event_based_actor {
   [[nodiscard]] expected<policy::rank_slot> placed_rank(rank_id rank) const;
   /// failed_precondition unless the job is training.
   [[nodiscard]] status training_now() const;
+  /// A request done (text for people, JSON for scripts), or refused with a code and the reason.
+  static admin_reply answered(std::string text, std::string json_text = {});
+  static admin_reply refused(errc code, std::string why);
+  static admin_reply refused(const status& st) { return refused(st.code(), st.message()); }
   /// The loss curve in at most `points` buckets, and the steps where failures struck (`loss`).
   [[nodiscard]] std::string loss_json(std::size_t points) const;
 

@@ -20,14 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 
-admin_reply answered(std::string text, std::string json_text = {}) {
-  return admin_reply{0, true, errc::internal, std::move(text), std::move(json_text)};
-}
-
-admin_reply refused(errc code, std::string why) { return admin_reply{0, false, code, std::move(why), {}}; }
-
-admin_reply refused(const status& st) { return refused(st.code(), st.message()); }
-
 // "2026-11-30T14:04:31.123Z".
 std::string utc_text(clock::wall_time t) {
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -60,6 +52,14 @@ caf::message_handler supervisor_actor::admin_handlers(type_list<Requests...>) {
     reply.id = r.id;
     ctx_->bridge->send(from.peer, "supervisor", from.actor, reply);
   }...};
+}
+
+admin_reply supervisor_actor::answered(std::string text, std::string json_text) {
+  return admin_reply{0, true, errc::internal, std::move(text), std::move(json_text)};
+}
+
+admin_reply supervisor_actor::refused(errc code, std::string why) {
+  return admin_reply{0, false, code, std::move(why), {}};
 }
 
 caf::message_handler supervisor_actor::admin_behavior() { return admin_handlers(admin_requests{}); }

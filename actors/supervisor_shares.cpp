@@ -113,19 +113,17 @@ std::vector<std::uint32_t> supervisor_actor::shares_for_epoch(const std::vector<
 }
 
 admin_reply supervisor_actor::on_admin(const admin_rebalance& r) {
-  const auto refused = [](errc code, std::string why) { return admin_reply{0, false, code, std::move(why), {}}; };
   if (auto st = training_now(); !st.ok())
-    return refused(st.code(), st.message());
+    return refused(st);
   auto planned = plan_shares(policy_.placement(), r.how);
   if (!planned)
-    return refused(planned.error().code(), planned.error().message());
+    return refused(planned.error());
   if (*planned == shares_)
-    return {0, true, errc::internal, "the shares stay " + describe_shares(*planned, policy_.placement()), ""};
+    return answered("the shares stay " + describe_shares(*planned, policy_.placement()));
   operator_shares_ = *planned;
   const auto text = describe_shares(*planned, policy_.placement());
   execute(policy_.restart_epoch("rebalance (" + r.how + "): micro-batches per rank " + text));
-  return {0, true, errc::internal, "micro-batches per rank " + text + "; epoch " + std::to_string(policy_.epoch().value()),
-          ""};
+  return answered("micro-batches per rank " + text + "; epoch " + std::to_string(policy_.epoch().value()));
 }
 
 }  // namespace rekindle::actors

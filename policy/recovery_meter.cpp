@@ -88,10 +88,4 @@ const recovery_record* recovery_meter::on_progress(std::uint64_t slowest_step, s
   return r;
 }
 
-std::optional<std::uint64_t> recovery_meter::restored_step() const {
-  if (!recovering())
-    return std::nullopt;
-  return records_[*open_].restored_step;
-}
-
 }  // namespace rekindle::policy

@@ -84,8 +84,6 @@ class recovery_meter {
 
   /// Whether a recovery is open (not done).
   [[nodiscard]] bool recovering() const noexcept { return open_ && !records_[*open_].done; }
-  /// The open recovery's restore step, when one is open.
-  [[nodiscard]] std::optional<std::uint64_t> restored_step() const;
   /// Every recovery so far, oldest first.
   [[nodiscard]] const std::vector<recovery_record>& records() const noexcept { return records_; }
 

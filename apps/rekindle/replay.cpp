@@ -87,10 +87,6 @@ std::string when_of(const trace::fault_event& e) {
   return buf;
 }
 
-std::optional<actors::job_status> status_of(const connection_options& o, admin_session& session) {
-  int code = 0;
-  return apps::status_of(o, &session, code);
-}
 
 // Every recovery done and the job training (or ended).
 bool settled(const actors::job_status& s) {
@@ -137,7 +133,8 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     return 2;
   }
   admin_session session;
-  auto first = status_of(o, session);
+  int ignored = 0;  // a look that fails is taken again; the reason is on stderr
+  auto first = status_of(o, &session, ignored);
   if (!first)
     return 1;
   if (first->state != "running") {
@@ -170,7 +167,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
     const auto step0 = trained();
     while (clock_type::now() - t0 < std::chrono::duration<double>(baseline_s)) {
       std::this_thread::sleep_for(poll);
-      auto next = status_of(o, session);
+      auto next = status_of(o, &session, ignored);
       if (!next)
         return std::nullopt;
       s = std::move(next);
@@ -195,7 +192,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
                       [](const actors::node_status& n) { return !n.up || n.standby_ready; }))
         return;
       std::this_thread::sleep_for(poll);
-      if (auto next = status_of(o, session))
+      if (auto next = status_of(o, &session, ignored))
         s = std::move(next);
     }
   };
@@ -235,7 +232,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
       if (e.at_step ? s->step >= *e.at_step : since() >= *e.at / speed)
         break;
       std::this_thread::sleep_for(poll);
-      if (auto next = status_of(o, session))
+      if (auto next = status_of(o, &session, ignored))
         s = std::move(next);
     }
     if (s->ended())
@@ -253,7 +250,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
       ends.emplace_back(in.at_s + *e.duration / speed, e.target.rank);
     done.push_back(std::move(in));
     // Let the job notice before the next event: a failure during a recovery folds into it.
-    if (auto next = status_of(o, session))
+    if (auto next = status_of(o, &session, ignored))
       s = std::move(next);
   }
   // Until the last failure injected has been found and every recovery is done (slow drills still
@@ -266,7 +263,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   const double window = parsed.value->header.duration ? *parsed.value->header.duration / speed : 0.0;
   const auto settle_until = std::max(window, since()) + settle_s;
   for (;;) {
-    if (auto next = status_of(o, session))
+    if (auto next = status_of(o, &session, ignored))
       s = std::move(next);
     if (!ends.empty())
       end_slow_drills(ends.front().first);

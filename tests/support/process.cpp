@@ -1,5 +1,7 @@
 #include "tests/support/process.hpp"
 
+#include "common/process.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -23,15 +25,8 @@ using namespace std::chrono_literals;
 }  // namespace
 
 std::optional<std::string> missing_tool(const std::string& program, const std::string& package) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin:/bin";
-  for (std::size_t begin = 0; begin <= dirs.size();) {
-    const auto end = std::min(dirs.find(':', begin), dirs.size());
-    const auto dir = dirs.substr(begin, end - begin);
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0)
-      return std::nullopt;
-    begin = end + 1;
-  }
+  if (find_program(program, std::filesystem::current_path()))
+    return std::nullopt;
   return program + " is not installed (Debian package " + package + "; scripts/setup-deps does not install it)";
 }
 
