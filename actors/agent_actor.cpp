@@ -111,9 +111,11 @@ caf::behavior agent_actor::make_behavior() {
           // worker cannot be reached, which is what a missed heartbeat would say a little later.
           // A process that died closes its endpoint a moment before the reaper sees it exit: wait
           // that moment, so that its exit, not its silence, is what the supervisor hears.
-          if (w->rank && !w->retiring && !w->reported_unresponsive) {
+          // A program's interpreter may take seconds to exit after it left: give it those, too.
+          if (w->rank && !w->retiring && !w->reported_unresponsive && !w->leaving) {
             w->reported_unresponsive = true;
-            delayed_send(this, std::chrono::milliseconds{50}, unreachable_atom::value, w->local_index, w->pid, e.reason);
+            delayed_send(this, w->external ? std::chrono::milliseconds{3000} : std::chrono::milliseconds{50},
+                         unreachable_atom::value, w->local_index, w->pid, e.reason);
           }
         }
       },
@@ -136,14 +138,27 @@ caf::behavior agent_actor::make_behavior() {
           return;
         }
         auto it = workers_.find(h.local_index);
-        if (it == workers_.end() || it->second.pid != static_cast<std::int32_t>(h.pid)) {
+        // A program may join from a process it started (a shell that did not exec): any process
+        // of its group.
+        const auto pid = static_cast<std::int32_t>(h.pid);
+        if (it == workers_.end() || it->second.retiring ||
+            (it->second.pid != pid && !(it->second.external && ::getpgid(pid) == it->second.pid))) {
           spdlog::warn("agent: hello from unknown worker pid={} local={}", h.pid, h.local_index);
           return;
         }
         auto& w = it->second;
+        if (w.external) {
+          w.joined = true;
+          spdlog::info("agent: the program of local rank {} joined through the worker API (pid {})", w.local_index, pid);
+        }
         w.peer = from.peer;
         w.last_heartbeat = ctx_->time->now();
         assign_worker(w);
+      },
+      // A program leaves the worker API before it exits: its connection closes, its exit decides.
+      [this](const envelope& from, const rank_completed&) {
+        if (auto* w = by_peer(from.peer))
+          w->leaving = true;
       },
       [this](const envelope& from, const worker_heartbeat&) {
         if (auto* w = by_peer(from.peer)) {
@@ -274,16 +289,20 @@ void agent_actor::apply(const assign_ranks& a) {
     assignment_[r.local_index] = r;
   caf::anon_send(checkpoint_, a);
   // Workers no longer wanted here leave; the others learn their rank in the new epoch. A user's
-  // program cannot learn a new rank or world: every epoch starts every one of them again.
+  // program that never joined through the worker API cannot learn a new rank or world: every
+  // epoch starts every such program again.
   for (auto& [i, w] : workers_)
-    if (w.external && !w.retiring)
+    if (w.external && !w.retiring && (!w.joined || !w.peer))
       stop_worker(w, SIGKILL, "epoch " + std::to_string(a.epoch.value()) + " starts every rank's program again");
     else if (!assignment_.contains(i) && !w.retiring)
-      stop_worker(w, SIGTERM, "not assigned in epoch " + std::to_string(a.epoch.value()));
+      stop_worker(w, w.external ? SIGKILL : SIGTERM, "not assigned in epoch " + std::to_string(a.epoch.value()));
   for (const auto& [i, r] : assignment_) {
     auto it = workers_.find(i);
     if (it != workers_.end() && !it->second.retiring) {
       assign_worker(it->second);
+      // A program's data plane is its own: it is ready as soon as it is told its rank.
+      if (it->second.external)
+        to_supervisor(rank_ready{epoch_, r.rank, ctx_->node, i, static_cast<std::uint32_t>(it->second.pid), {}});
     } else if (r.delay_ns > 0) {
       delayed_send(this, std::chrono::nanoseconds{r.delay_ns}, spawn_atom::value, i, a.epoch);
     } else {
@@ -299,9 +318,14 @@ void agent_actor::assign_worker(worker& w) {
   w.rank = a->second.rank;
   w.epoch = epoch_;
   w.world = world_;
-  to_worker(w, worker_assignment{epoch_, a->second.rank, world_});
+  to_worker(w, worker_assignment{epoch_, a->second.rank, world_, bootstrap_address()});
   if (started_)
     to_worker(w, *started_);
+}
+
+std::string agent_actor::bootstrap_address() const {
+  const auto port = ctx_->spec.job.master_port + epoch_.value() % config::job_spec::master_port_span;
+  return (rank0_host_.empty() ? std::string{"127.0.0.1"} : rank0_host_) + ":" + std::to_string(port);
 }
 
 void agent_actor::stop_worker(worker& w, int signal, const std::string& why) {
@@ -381,21 +405,38 @@ void agent_actor::spawn_program(std::uint32_t local_index) {
   child_options o;
   o.log = ctx_->node_dir / ("rank-" + std::to_string(rank.value()) + ".log");
   o.workdir = job.workdir;
-  const auto port = job.master_port + epoch_.value() % config::job_spec::master_port_span;
+  const auto bootstrap = bootstrap_address();
+  const auto colon = bootstrap.rfind(':');
   o.env = {{"RANK", std::to_string(rank.value())},
            {"LOCAL_RANK", std::to_string(local_index)},
            {"WORLD_SIZE", std::to_string(world_)},
            {"LOCAL_WORLD_SIZE", std::to_string(assignment_.size())},
            {"GROUP_RANK", std::to_string(ctx_->node.value())},
-           {"MASTER_ADDR", rank0_host_.empty() ? std::string{"127.0.0.1"} : rank0_host_},
-           {"MASTER_PORT", std::to_string(port)},
+           {"MASTER_ADDR", bootstrap.substr(0, colon)},
+           {"MASTER_PORT", bootstrap.substr(colon + 1)},
            {"TORCHELASTIC_RUN_ID", job.name},
            {"TORCHELASTIC_RESTART_COUNT", std::to_string(epoch_.value() - 1)},
            {"REKINDLE_EPOCH", std::to_string(epoch_.value())},
            {"REKINDLE_NODE", ctx_->node_name()},
-           {"REKINDLE_JOB", job.name}};
-  for (const auto& e : job.env)
-    o.env.push_back(e);
+           {"REKINDLE_JOB", job.name},
+           // What the worker API (api/rekindle.h) joins with.
+           {"REKINDLE_AGENT", "127.0.0.1:" + std::to_string(ctx_->bridge->port())},
+           {"REKINDLE_CONFIG", std::filesystem::absolute(ctx_->config_path).string()},
+           {"REKINDLE_DATA_DIR", std::filesystem::absolute(ctx_->data_dir).string()}};
+  // `import rekindle` finds the package built next to this daemon, ahead of the program's path
+  // (job.env's PYTHONPATH, else the daemon's).
+  const auto python = ctx_->worker_binary.parent_path().parent_path() / "python";
+  const char* inherited = std::getenv("PYTHONPATH");
+  std::string python_path = inherited ? inherited : "";
+  for (const auto& [name, value] : job.env)
+    if (name == "PYTHONPATH")
+      python_path = value;
+    else
+      o.env.emplace_back(name, value);
+  if (std::filesystem::is_directory(python))
+    python_path = python.string() + (python_path.empty() ? "" : ":" + python_path);
+  if (!python_path.empty())
+    o.env.emplace_back("PYTHONPATH", python_path);
   auto pid = spawn_child(argv, o);
   if (!pid) {
     fail(pid.error().message());
@@ -463,8 +504,8 @@ void agent_actor::tick() {
   last_tick_ = now;
   for (auto& [i, w] : workers_) {
     // A ranked worker without a connection lost it: its heartbeats age like a silent one's. A
-    // user's program has no heartbeats.
-    if (!w.rank || w.retiring || w.reported_unresponsive || w.external)
+    // user's program has heartbeats once it joined through the worker API.
+    if (!w.rank || w.retiring || w.reported_unresponsive || (w.external && (!w.joined || w.leaving)))
       continue;
     if (now - w.last_heartbeat > ctx_->spec.timeouts.node) {
       w.reported_unresponsive = true;

@@ -43,10 +43,17 @@ class agent_actor : public caf::event_based_actor {
     bool reported_unresponsive = false;
     /// Killed on purpose (no longer assigned, or the job ended): its exit is not a failure.
     bool retiring = false;
-    /// The user's program (job.command) rather than a rekindle worker: no connection, no
-    /// heartbeats; it is started again in every epoch.
+    /// The user's program (job.command) rather than a rekindle worker. Until it joins through the
+    /// worker API it has no connection and no heartbeats, and every epoch starts it again.
     bool external = false;
+    /// A program that joined through the worker API: it keeps its process across epochs.
+    bool joined = false;
+    /// It left the worker API (rk_finish): its connection closes, its exit status decides.
+    bool leaving = false;
   };
+
+  /// host:port where programs' process groups meet in the current epoch.
+  [[nodiscard]] std::string bootstrap_address() const;
 
   void connect_to_supervisor();
   void on_supervisor_up(transport::peer_id peer);

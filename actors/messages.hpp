@@ -285,6 +285,8 @@ struct worker_assignment {
   epoch_t epoch;
   rank_id rank;
   std::uint32_t world = 0;
+  /// host:port where a program's process group meets in this epoch (MASTER_ADDR:MASTER_PORT).
+  std::string bootstrap;
 };
 
 /// A worker published a snapshot into its slot.
@@ -403,7 +405,7 @@ RK_INSPECT(job_finished, x.state, x.reason)
 RK_INSPECT(worker_hello, x.pid, x.local_index, x.standby)
 RK_INSPECT(worker_activate, x.local_index)
 RK_INSPECT(worker_heartbeat, x.local_index)
-RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world)
+RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world, x.bootstrap)
 RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum, x.dropped)
 RK_INSPECT(snapshot_skipped, x.epoch, x.rank, x.local_index, x.step, x.pinned, x.waiting)
 RK_INSPECT(replica_header, x.epoch, x.rank, x.step, x.length, x.checksum)

@@ -5,6 +5,7 @@
 
 #include "actors/messages.hpp"
 #include "storage/snapshot_slot.hpp"
+#include "training/training_task.hpp"
 
 namespace rekindle::actors {
 
@@ -14,6 +15,20 @@ void configure_actor_system(caf::actor_system_config& cfg, std::size_t threads) 
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("scheduler.max-threads", std::max<std::size_t>(threads, 1));
   cfg.set("logger.console", caf::atom("none"));
+}
+
+transport::messenger_options messenger_options_for(const config::spec& spec, node_id node, std::string name) {
+  transport::messenger_options mo;
+  mo.name = std::move(name);
+  mo.node = node.value();
+  mo.token = spec.security.token;
+  mo.keepalive = spec.timeouts.heartbeat;
+  mo.peer_timeout = spec.timeouts.node;
+  mo.max_frame_size =
+      std::max<std::uint64_t>(spec.transport.max_frame_size, 2 * training::snapshot_capacity(spec) + (1 << 20));
+  mo.net_devices = spec.transport.net_devices;
+  mo.tls = spec.transport.tls;
+  return mo;
 }
 
 std::string node_context::slot_name(std::uint32_t local_index) const {

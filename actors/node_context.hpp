@@ -21,6 +21,12 @@ namespace rekindle::actors {
 /// training), CAF's own console log off.
 void configure_actor_system(caf::actor_system_config& cfg, std::size_t threads);
 
+/// The messenger options every rekindle process of `spec` on `node` shares (a daemon adds where it
+/// listens): the token, keep-alive and peer timeouts, the network devices, TLS, and a frame limit
+/// that lets a snapshot of the largest slot through.
+[[nodiscard]] transport::messenger_options messenger_options_for(const config::spec& spec, node_id node,
+                                                                 std::string name);
+
 /// How the agent reaches the supervisor: through the bridge, to the peer it connected to. The
 /// checkpoint actor sends through it too.
 ///

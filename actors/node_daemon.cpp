@@ -80,19 +80,10 @@ int run_node_daemon(daemon_options o) {
   caf::actor_system sys{cfg};
 
   const auto& me = o.spec.nodes.at(node->value());
-  transport::messenger_options mo;
-  mo.name = "rekindled " + o.node;
-  mo.node = node->value();
+  auto mo = messenger_options_for(o.spec, *node, "rekindled " + o.node);
   mo.listen_host = me.host;
   mo.listen_port = o.port ? *o.port : me.port;
-  mo.token = o.spec.security.token;
   mo.readonly_token = o.spec.security.readonly_token;
-  mo.max_frame_size = std::max<std::uint64_t>(o.spec.transport.max_frame_size,
-                                              2 * training::state_bytes_for(o.spec, 1, 0) + (1 << 20));
-  mo.keepalive = o.spec.timeouts.heartbeat;
-  mo.peer_timeout = o.spec.timeouts.node;
-  mo.net_devices = o.spec.transport.net_devices;
-  mo.tls = o.spec.transport.tls;
   auto b = bridge::start(sys, mo);
   if (!b) {
     spdlog::error("cannot start the transport: {}", b.error().message());
@@ -109,7 +100,7 @@ int run_node_daemon(daemon_options o) {
   const auto prefix = storage::snapshot_slot::name_prefix(ctx.node_dir, o.spec.job.name);
   (void)storage::snapshot_slot::remove_with_prefix(prefix);
   std::vector<storage::snapshot_slot> slots;
-  const auto capacity = training::state_bytes_for(o.spec, 1, 0);
+  const auto capacity = training::snapshot_capacity(o.spec);
   for (std::uint32_t i = 0; i < ctx.max_local_ranks(); ++i) {
     auto slot = storage::snapshot_slot::create(ctx.slot_name(i), capacity);
     if (!slot) {

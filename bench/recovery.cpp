@@ -14,7 +14,9 @@
 //      transformer shape with the same state size, killed the same way, when Debian's
 //      python3-torch is installed (scripts/setup-deps);
 //   5. the same torch script run unchanged by rekindle (job.command, "level 0"), killed the same
-//      way: every rank's program started again from its torch.save checkpoint.
+//      way: every rank's program started again from its torch.save checkpoint;
+//   6. the same torch script on rekindle's worker API ("level 1", --api): only the killed rank's
+//      program starts again, the others roll back from their snapshots in memory.
 //
 // usage: recovery [--ranks 2,4] [--state-mb 100] [--kills 5] [--snapshot-every 5] [--json FILE]
 
@@ -404,13 +406,50 @@ std::vector<torch_line> torch_log(const fs::path& dir, int rank) {
   return out;
 }
 
+// Rank 0's steps before the first kill: the mean and median period of a step, and the median
+// stall of a checkpoint (torch.save + fsync, or rk.snapshot), logged as "<kind> <step> <ns>".
+json steady_state(const fs::path& dir) {
+  std::ifstream in(dir / "rank-0.log");
+  std::vector<double> periods, stalls;
+  std::int64_t previous = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream l(line);
+    if (line.starts_with("snapshot ") || line.starts_with("save ")) {
+      std::string kind;
+      std::uint64_t step = 0;
+      std::int64_t ns = 0;
+      if (l >> kind >> step >> ns)
+        stalls.push_back(static_cast<double>(ns) / 1e9);
+      continue;
+    }
+    torch_line t;
+    if (!(l >> t.restart >> t.step >> t.ns))
+      continue;
+    std::string word;
+    if (t.restart != 0)
+      break;
+    if (l >> word && word == "resumed") {
+      previous = t.ns;
+      continue;
+    }
+    if (previous != 0 && t.step > 1)  // the first step warms up
+      periods.push_back(static_cast<double>(t.ns - previous) / 1e9);
+    previous = t.ns;
+  }
+  return {{"steps", periods.size()},
+          {"step_s_mean", mean(periods)},
+          {"step_s_median", median(periods)},
+          {"checkpoints", stalls.size()},
+          {"checkpoint_stall_s_median", median(stalls)}};
+}
+
 // Who starts the torch script, and starts it again after a kill: torchrun (--max_restarts), or
 // rekindle running it unchanged as job.command (every rank's program started again in a new
 // epoch).
-enum class torch_launcher { torchrun, rekindle };
+enum class torch_launcher { torchrun, rekindle, rekindle_api };
 
 std::vector<kill_result> kill_torch(const model_choice& m, int world, const options& o, const fs::path& dir,
-                                    torch_launcher launcher) {
+                                    torch_launcher launcher, json& steady) {
   fs::create_directories(dir);
   std::vector<kill_result> out;
   const std::string script = torch_script().string();
@@ -429,7 +468,9 @@ std::vector<kill_result> kill_torch(const model_choice& m, int world, const opti
                                              std::to_string(m.heads),
                                              "--seq-len",
                                              std::to_string(m.seq_len)};
-  const char* name = launcher == torch_launcher::torchrun ? "TorchElastic" : "rekindle L0";
+  const char* name = launcher == torch_launcher::torchrun  ? "TorchElastic"
+                     : launcher == torch_launcher::rekindle ? "rekindle L0"
+                                                            : "rekindle L1";
   std::unique_ptr<cluster> service;
   expected<pid_t> pid = pid_t{-1};
   if (launcher == torch_launcher::torchrun) {
@@ -441,7 +482,19 @@ std::vector<kill_result> kill_torch(const model_choice& m, int world, const opti
     std::string command = "command = [\"" + std::string{python} + "\"";
     for (const auto& a : script_args)
       command += ", \"" + a + "\"";
-    command += "]\nenv = [\"OMP_NUM_THREADS=1\"]\n";
+    if (launcher == torch_launcher::rekindle_api) {
+      // The torch state (fp32 parameters and AdamW's two moments) is about the built-in model's.
+      config::spec shape;
+      shape.model.layers = m.layers;
+      shape.model.heads = m.heads;
+      shape.model.width = m.width;
+      shape.model.seq_len = m.seq_len;
+      command += ", \"--api\"]\nstate_bytes = " +
+                 std::to_string(2 * training::state_bytes_for(shape, 1, 0) + (16u << 20)) + "\n";
+    } else {
+      command += "]\n";
+    }
+    command += "env = [\"OMP_NUM_THREADS=1\"]\n";
     service = std::make_unique<cluster>(dir, config_text(m, world, 1, o.snapshot_every, dir / "data", command));
     pid = service->pid();
   }
@@ -519,6 +572,7 @@ std::vector<kill_result> kill_torch(const model_choice& m, int world, const opti
     next_step = resumed + 2 * o.snapshot_every + static_cast<std::uint64_t>(k) % o.snapshot_every;
   }
   stop();
+  steady = steady_state(dir);
   return out;
 }
 
@@ -616,8 +670,14 @@ int run(const options& o) {
     jw["overhead"] = service / bare - 1;
     jw["rekindle"] = summary(kill_service(m, world, o, work / ("kill-" + w)));
     if (torch) {
-      jw["torchelastic"] = summary(kill_torch(m, world, o, work / ("torch-" + w), torch_launcher::torchrun));
-      jw["rekindle_level0"] = summary(kill_torch(m, world, o, work / ("torch-l0-" + w), torch_launcher::rekindle));
+      const auto measure = [&](const char* key, const char* folder, torch_launcher launcher) {
+        json steady;
+        jw[key] = summary(kill_torch(m, world, o, work / (folder + w), launcher, steady));
+        jw[key]["steady"] = steady;
+      };
+      measure("torchelastic", "torch-", torch_launcher::torchrun);
+      measure("rekindle_level0", "torch-l0-", torch_launcher::rekindle);
+      measure("rekindle_level1", "torch-l1-", torch_launcher::rekindle_api);
     }
     results[w] = jw;
   }
@@ -648,14 +708,35 @@ int run(const options& o) {
               "the bare loop)\n");
   if (torch) {
     std::printf("\nThe same torch script, SIGKILL of one rank → first step every rank finished afterwards (median "
-                "[min–max])\n%-6s %-26s %-26s %s\n",
-                "ranks", "torchrun --max_restarts", "rekindle job.command", "lost (max)");
+                "[min–max])\n%-6s %-26s %-26s %-26s %s\n",
+                "ranks", "torchrun --max_restarts", "rekindle job.command (L0)", "rekindle worker API (L1)",
+                "lost (max)");
     for (int world : o.ranks) {
       const json& jw = results[std::to_string(world)];
-      const json te = jw.value("torchelastic", json{}), l0 = jw.value("rekindle_level0", json{});
-      std::printf("%-6d %-26s %-26s %llu / %llu\n", world, cell(te).c_str(), cell(l0).c_str(),
-                  static_cast<unsigned long long>(te.value("max_lost_steps", 0ull)),
-                  static_cast<unsigned long long>(l0.value("max_lost_steps", 0ull)));
+      const json te = jw.value("torchelastic", json{}), l0 = jw.value("rekindle_level0", json{}),
+                 l1 = jw.value("rekindle_level1", json{});
+      std::printf("%-6d %-26s %-26s %-26s %llu / %llu / %llu\n", world, cell(te).c_str(), cell(l0).c_str(),
+                  cell(l1).c_str(), static_cast<unsigned long long>(te.value("max_lost_steps", 0ull)),
+                  static_cast<unsigned long long>(l0.value("max_lost_steps", 0ull)),
+                  static_cast<unsigned long long>(l1.value("max_lost_steps", 0ull)));
+    }
+    std::printf("\nThe same torch script without failures (rank 0's steps before the first kill; a checkpoint every "
+                "%llu steps)\n%-6s %-34s %-34s %s\n",
+                static_cast<unsigned long long>(o.snapshot_every), "ranks", "torch.save+fsync: stall, step mean",
+                "worker API snapshot: stall, step mean", "step mean L1 vs torchrun");
+    for (int world : o.ranks) {
+      const json& jw = results[std::to_string(world)];
+      const json te = jw.value("torchelastic", json{}).value("steady", json{}),
+                 l1 = jw.value("rekindle_level1", json{}).value("steady", json{});
+      const auto pair = [](const json& s) {
+        char b[64];
+        std::snprintf(b, sizeof b, "%.1f ms, %.1f ms", 1e3 * s.value("checkpoint_stall_s_median", 0.0),
+                      1e3 * s.value("step_s_mean", 0.0));
+        return std::string{b};
+      };
+      const double te_step = te.value("step_s_mean", 0.0), l1_step = l1.value("step_s_mean", 0.0);
+      std::printf("%-6d %-34s %-34s %+.1f%%\n", world, pair(te).c_str(), pair(l1).c_str(),
+                  te_step > 0 ? 100 * (l1_step - te_step) / te_step : 0.0);
     }
   }
   if (!o.json_out.empty())

@@ -5,8 +5,13 @@ under torchrun (CPU, gloo), with torch.save checkpoints.
 Every worker appends one line per finished step to <dir>/rank-<r>.log:
     <restart count> <step> <CLOCK_MONOTONIC ns>
 and writes its pid to <dir>/rank-<r>.pid when it starts. Rank 0 saves the model and optimizer
-every --save-every steps (write, fsync, rename); every worker, started or restarted, loads the
-newest checkpoint before training.
+every --save-every steps (write, fsync, rename; its stall logged as "save <step> <ns>"); every
+worker, started or restarted, loads the newest checkpoint before training.
+
+With --api the script runs on rekindle's worker API instead (level 1, as the job.command of a
+rekindle job): rk.snapshot every --save-every steps in place of torch.save, rk.restore after a
+failure, the restart count being the epoch - 1; a survivor keeps its process and logs a "resumed"
+line for each new epoch. Each snapshot's stall is logged as "snapshot <step> <ns>".
 
 `torch_elastic.py torchrun ARGS...` runs torchrun itself (with Debian's torch 1.13 on Python 3.11,
 torchrun's --redirects/--tee parsing returns None; the launcher here supplies the values).
@@ -40,6 +45,18 @@ class GPT(nn.Module):
         return self.lnf(h) @ self.wte.weight.T
 
 
+def train_step(a, ddp, opt, loss_fn, step, rank, world):
+    """One optimizer step on this rank's micro-batch of `step` (the same whatever came before)."""
+    g = torch.Generator().manual_seed(step * world + rank)
+    tokens = torch.randint(0, a.vocab, (a.micro_batch, a.seq_len + 1), generator=g)
+    logits = ddp(tokens[:, :-1])
+    loss = loss_fn(logits.reshape(-1, a.vocab), tokens[:, 1:].reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dir", required=True)
@@ -51,7 +68,10 @@ def main():
     p.add_argument("--seq-len", type=int, required=True)
     p.add_argument("--micro-batch", type=int, default=1)
     p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--api", action="store_true", help="run on rekindle's worker API (level 1)")
     a = p.parse_args()
+    if a.api:
+        return main_api(a)
 
     torch.set_num_threads(1)
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
@@ -75,23 +95,53 @@ def main():
     log.write(f"{restart} {step} {time.monotonic_ns()} resumed\n")
     loss_fn = nn.CrossEntropyLoss()
     while step < a.steps:
-        g = torch.Generator().manual_seed(step * world + rank)
-        tokens = torch.randint(0, a.vocab, (a.micro_batch, a.seq_len + 1), generator=g)
-        logits = ddp(tokens[:, :-1])
-        loss = loss_fn(logits.reshape(-1, a.vocab), tokens[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        train_step(a, ddp, opt, loss_fn, step, rank, world)
         step += 1
         if rank == 0 and step % a.save_every == 0:
+            t0 = time.monotonic_ns()
             tmp = ckpt + ".tmp"
             with open(tmp, "wb") as f:
                 torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}, f)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, ckpt)
+            log.write(f"save {step} {time.monotonic_ns() - t0}\n")
         log.write(f"{restart} {step} {time.monotonic_ns()}\n")
     dist.destroy_process_group()
+
+
+def main_api(a):
+    import rekindle
+
+    torch.set_num_threads(1)
+    rk = rekindle.init()
+    torch.manual_seed(1)
+    model = GPT(a.vocab, a.width, a.layers, a.heads, a.seq_len)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    while True:
+        try:
+            rank, world, restart = rk.rank, rk.world_size, rk.epoch - 1
+            with open(os.path.join(a.dir, f"rank-{rank}.pid"), "w") as f:
+                f.write(f"{os.getpid()}\n")
+            step = rk.restore(model, opt)
+            ddp = DistributedDataParallel(model, process_group=rk.group)
+            log = open(os.path.join(a.dir, f"rank-{rank}.log"), "a", buffering=1)
+            log.write(f"{restart} {step} {time.monotonic_ns()} resumed\n")
+            while step < a.steps:
+                loss = train_step(a, ddp, opt, loss_fn, step, rank, world)
+                step += 1
+                rk.step_done(step, loss.item())
+                if step % a.save_every == 0:
+                    t0 = time.monotonic_ns()
+                    rk.snapshot(step, model, opt)
+                    log.write(f"snapshot {step} {time.monotonic_ns() - t0}\n")
+                log.write(f"{restart} {step} {time.monotonic_ns()}\n")
+            break
+        except Exception as e:
+            ddp = None
+            rk.reconfigure(e)
+    rk.finish()
 
 
 def torchrun(args):

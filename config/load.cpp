@@ -462,6 +462,7 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
   const auto workdir = r.string("workdir", "");
   const auto env = r.strings("env", 1024, 4096);
   j.master_port = r.integer<std::uint16_t>("master_port", j.master_port, 1024, 65535 - job_spec::master_port_span);
+  j.state_bytes = r.size("state_bytes", j.state_bytes, 4096, 1ull << 40);
   r.finish();
   const auto* command_node = r.has("command") ? r.get("command") : nullptr;
   if (command_node != nullptr && command_node->as_array() != nullptr && command_node->as_array()->empty())
@@ -470,8 +471,8 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
     j.workdir = workdir.empty() ? ctx.base_dir : resolve(ctx, workdir);
     if (auto program = find_program(j.command[0], j.workdir); !program)
       r.error("command", program.error().message());
-  } else if (!workdir.empty() || !env.empty()) {
-    r.error(!workdir.empty() ? "workdir" : "env", "applies only to a job.command");
+  } else if (!workdir.empty() || !env.empty() || r.has("state_bytes")) {
+    r.error(!workdir.empty() ? "workdir" : !env.empty() ? "env" : "state_bytes", "applies only to a job.command");
   }
   for (const auto& entry : env) {
     const auto eq = entry.find('=');
@@ -841,7 +842,8 @@ std::string to_toml(const spec& s) {
       env.push_back(name + "=" + value);
     o << "command = " << list(s.job.command) << "\n"
       << "workdir = " << quote(s.job.workdir.string()) << "\n"
-      << "env = " << list(env) << "\n";
+      << "env = " << list(env) << "\n"
+      << "state_bytes = " << quote(size_to_string(s.job.state_bytes)) << "\n";
   }
   o << "\n[model]\n"
     << "layers = " << s.model.layers << "\n"

@@ -78,10 +78,12 @@ struct job_spec {
   /// Default: "equal".
   std::string balance = "equal";
   /// A training program of the user's to run as every rank instead of the built-in transformer
-  /// (argv; the program is looked up on PATH unless it holds a '/'). It runs without rekindle's
-  /// API ("level 0"): each rank gets the torchrun environment (RANK, LOCAL_RANK, WORLD_SIZE,
-  /// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...), a failure restarts every rank's process in a
-  /// new epoch, and the job completes when every rank's process exits with status 0. Default: none.
+  /// (argv; the program is looked up on PATH unless it holds a '/'). Each rank gets the torchrun
+  /// environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...)
+  /// and rekindle's (REKINDLE_*). A program that never joins through the worker API ("level 0")
+  /// is started again, with every other rank's, in each new epoch; one that joined ("level 1")
+  /// keeps its process and is told the new epoch. The job completes when every rank's process
+  /// exits with status 0. Default: none.
   std::vector<std::string> command;
   /// Where `command` runs. Default: the configuration file's directory.
   std::filesystem::path workdir;
@@ -91,6 +93,9 @@ struct job_spec {
   /// restarted job never meets the previous epoch's port in TIME_WAIT. Default: 29500.
   std::uint16_t master_port = 29500;
   static constexpr std::uint16_t master_port_span = 64;
+  /// The largest snapshot one rank of `command` takes through the worker API (api/rekindle.h):
+  /// each local rank's shared-memory slot holds two of this size. Default: 256 MiB.
+  std::uint64_t state_bytes = 256ull << 20;
 
   /// Whether the ranks run the user's `command` (level 0) rather than the built-in worker.
   [[nodiscard]] bool external() const noexcept { return !command.empty(); }

@@ -360,7 +360,7 @@ std::vector<policy_action> supervisor_policy::on_progress(rank_id r, epoch_t e, 
   for (const auto& slot : placement_)
     lowest = std::min(lowest, ranks_[slot.rank].step);
   step_ = lowest;
-  if (step_.value() >= config_.total_steps) {
+  if (config_.reports_progress && step_.value() >= config_.total_steps) {
     state_ = job_state::completed;
     out.push_back(note_event{"completed", "all " + std::to_string(world()) + " ranks finished step " +
                                               std::to_string(step_.value()),
@@ -531,7 +531,7 @@ std::vector<policy_action> supervisor_policy::on_progress_all(epoch_t e, step_t 
     ++it;
   }
   step_ = lowest;
-  if (step_.value() >= config_.total_steps) {
+  if (config_.reports_progress && step_.value() >= config_.total_steps) {
     state_ = job_state::completed;
     out.push_back(note_event{"completed", "all " + std::to_string(world()) + " ranks finished step " +
                                               std::to_string(step_.value()),

@@ -42,9 +42,10 @@ struct policy_config {
   std::uint32_t max_restarts = 50;
   std::chrono::nanoseconds backoff = std::chrono::milliseconds{100};
   std::chrono::nanoseconds backoff_max = std::chrono::seconds{5};
-  /// Whether ranks report their steps (the rekindle worker). A user's program run without the API
-  /// (job.command) does not: no rank is found hung by its silence, and the job completes when every
-  /// rank's program exits with status 0 (on_rank_completed) instead of at the last step.
+  /// Whether ranks report their steps and end at the job's last (the rekindle worker). A user's
+  /// program (job.command) reports steps only once it joined through the worker API, and its own
+  /// loop decides its last: no rank is found hung by its silence, and the job completes when every
+  /// rank's program exits with status 0 (on_rank_completed) instead of at job.steps.
   bool reports_progress = true;
 };
 

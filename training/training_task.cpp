@@ -477,6 +477,10 @@ expected<std::unique_ptr<training_task>> make_training_task(const config::spec& 
   return std::unique_ptr<training_task>{std::move(task)};
 }
 
+std::uint64_t snapshot_capacity(const config::spec& spec) {
+  return spec.job.external() ? spec.job.state_bytes : state_bytes_for(spec, 1, 0);
+}
+
 std::size_t state_bytes_for(const config::spec& spec, int world, int rank) {
   const auto shape = shape_of(spec.model);
   const std::uint64_t params = kernels::parameter_count(shape);

@@ -132,6 +132,10 @@ class training_task {
 /// of a single rank (it holds the whole optimizer state), which sizes snapshot slots.
 [[nodiscard]] std::size_t state_bytes_for(const config::spec& spec, int world, int rank);
 
+/// Bytes of one half of a local rank's snapshot slot: the built-in model's largest state, or
+/// job.state_bytes for a job.command's ranks (their snapshots come through the worker API).
+[[nodiscard]] std::uint64_t snapshot_capacity(const config::spec& spec);
+
 /// The equal split of `micro_batches` over `world` ranks: the first micro_batches % world ranks
 /// get one more.
 [[nodiscard]] std::vector<std::uint32_t> equal_split(std::uint32_t micro_batches, int world);

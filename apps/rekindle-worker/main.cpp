@@ -8,16 +8,12 @@
 
 #include <iostream>
 
-#include "actors/bridge.hpp"
-#include "actors/messages.hpp"
-#include "actors/node_context.hpp"
 #include "actors/worker.hpp"
 #include "common/logging.hpp"
 #include "common/memory.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
 #include "storage/snapshot_slot.hpp"
-#include "training/training_task.hpp"
 
 int main(int argc, char** argv) {
   using namespace rekindle;
@@ -65,29 +61,10 @@ int main(int argc, char** argv) {
     slot = std::move(*opened);
   }
 
-  caf::actor_system_config cfg;
-  actors::configure_actor_system(cfg, 1);
-  caf::actor_system sys{cfg};
-  transport::messenger_options mo;
-  mo.name = "worker " + node + "/" + (standby ? std::string{"standby"} : std::to_string(local_index));
-  mo.node = node_id_->value();
-  mo.token = spec.security.token;
-  mo.keepalive = spec.timeouts.heartbeat;
-  mo.peer_timeout = spec.timeouts.node;
-  mo.max_frame_size =
-      std::max<std::uint64_t>(spec.transport.max_frame_size, 2 * training::state_bytes_for(spec, 1, 0) + (1 << 20));
-  mo.net_devices = spec.transport.net_devices;
-  mo.tls = spec.transport.tls;
-  auto b = actors::bridge::start(sys, mo);
-  if (!b) {
-    spdlog::error("cannot start the transport: {}", b.error().message());
-    return 3;
-  }
-  const auto colon = agent.rfind(':');
-  auto peer = (*b)->connect_blocking(agent.substr(0, colon), static_cast<std::uint16_t>(std::stoi(agent.substr(colon + 1))),
-                                     std::chrono::seconds{30});
-  if (!peer) {
-    spdlog::error("cannot reach the agent at {}: {}", agent, peer.error().message());
+  const auto label = "worker " + node + "/" + (standby ? std::string{"standby"} : std::to_string(local_index));
+  auto process = actors::rank_process::connect(spec, *node_id_, label, agent);
+  if (!process) {
+    spdlog::error("{}", process.error().message());
     return 3;
   }
   spdlog::debug("connected to the agent");
@@ -96,14 +73,13 @@ int main(int argc, char** argv) {
                              *node_id_,
                              standby ? std::nullopt : std::optional<std::uint32_t>{local_index},
                              node_dir,
-                             b->get(),
-                             peer->id,
+                             (*process)->bridge(),
+                             (*process)->agent(),
                              &time};
   int code = 0;
   {
-    actors::worker_runtime runtime{sys, std::move(ctx), std::move(slot)};
+    actors::worker_runtime runtime{(*process)->system(), std::move(ctx), std::move(slot)};
     code = runtime.run();
   }
-  (*b)->shutdown();
   return code;
 }

@@ -1,5 +1,5 @@
-// rekindle checkpoint list|verify DIR: what a checkpoint directory holds, read from the directory
-// alone (manifest files beside the shards), so it works without a cluster and on a copy.
+// rekindle checkpoint list|verify|export DIR: what a checkpoint directory holds, read from the
+// directory alone (manifest files beside the shards), so it works without a cluster and on a copy.
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +12,9 @@
 #include <set>
 
 #include "apps/rekindle/commands.hpp"
+#include <sys/wait.h>
+
+#include "common/process.hpp"
 #include "common/text.hpp"
 #include "storage/shard_file.hpp"
 
@@ -185,10 +188,67 @@ int verify(const fs::path& dir, bool as_json) {
   return bad == 0 ? 0 : 1;
 }
 
+// Writes a file per rank that plain torch.load reads, from a checkpoint of a program on the
+// worker API: the Python package's rekindle.export does the torch side.
+int export_checkpoint(const fs::path& dir, std::optional<std::uint64_t> step, const fs::path& out,
+                      const std::string& python) {
+  auto v = scan_or_say(dir, "export");
+  if (!v)
+    return 2;
+  const auto say = [](const std::string& what) {
+    std::cerr << "rekindle checkpoint export: " << what << "\n";
+    return 2;
+  };
+  if (v->manifests.empty())
+    return say("no committed checkpoint in " + dir.string());
+  const manifest* m = &v->manifests.front();
+  if (step) {
+    m = nullptr;
+    std::string held;
+    for (const auto& c : v->manifests) {
+      if (c.step == *step)
+        m = &c;
+      held += (held.empty() ? "" : ", ") + std::to_string(c.step);
+    }
+    if (m == nullptr)
+      return say("no committed checkpoint of step " + std::to_string(*step) + " in " + dir.string() + " (it holds " + held + ")");
+  }
+  std::map<std::uint32_t, std::string> shards;
+  for (const auto& s : m->shards)
+    shards[s.rank] = (dir / s.file).string();
+  for (std::uint32_t r = 0; r < m->world; ++r)
+    if (!shards.contains(r))
+      return say(m->file.filename().string() + ": no shard of rank " + std::to_string(r) + " in a world of " +
+                 std::to_string(m->world));
+  const auto package = fs::read_symlink("/proc/self/exe").parent_path().parent_path() / "python";
+  if (!fs::exists(package / "rekindle" / "export.py"))
+    return say("the rekindle Python package is not built next to this program (" + package.string() +
+               "; it needs pybind11-dev and python3-dev: scripts/setup-deps, then build again)");
+  auto program = find_program(python, fs::current_path());
+  if (!program)
+    return say("--python " + python + ": " + program.error().message());
+  std::vector<std::string> argv{program->string(), "-m", "rekindle.export", "--out", out.string(), "--step",
+                                std::to_string(m->step)};
+  for (const auto& [rank, file] : shards)
+    argv.push_back(file + ":" + std::to_string(rank));
+  const char* inherited = std::getenv("PYTHONPATH");
+  auto pid = spawn_child(argv, {.env = {{"PYTHONPATH", package.string() + (inherited && *inherited ? ":" + std::string{inherited} : "")}}});
+  if (!pid)
+    return say(pid.error().message());
+  int st = 0;
+  while (::waitpid(*pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    return 1;
+  std::cout << "step " << m->step << " of " << dir.string() << ": " << m->world << " file(s) in " << out.string() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void add_checkpoint_commands(CLI::App& app, int& exit_code) {
-  auto* ckpt = app.add_subcommand("checkpoint", "Checkpoints on disk: take one now, list them, verify every shard (list and verify work offline)");
+  auto* ckpt = app.add_subcommand("checkpoint", "Checkpoints on disk: take one now, list them, verify every shard, export "
+                                                "them for torch.load (list, verify and export work offline)");
   ckpt->require_subcommand(1);
   add_checkpoint_now_command(ckpt, exit_code);
   struct options {
@@ -205,6 +265,18 @@ void add_checkpoint_commands(CLI::App& app, int& exit_code) {
   v->add_option("dir", o->dir, "The checkpoint directory (checkpoint.directory)")->required();
   v->add_flag("--json", o->json, "JSON for scripts");
   v->callback([o, &exit_code] { exit_code = verify(o->dir, o->json); });
+  struct export_options {
+    std::string dir, out, python = "/usr/bin/python3";
+    std::optional<std::uint64_t> step;
+  };
+  auto e = std::make_shared<export_options>();
+  auto* x = ckpt->add_subcommand("export", "Writes OUT/rank-R.pt, read by plain torch.load, for every rank of a "
+                                           "checkpoint of a program on the worker API (the newest, or --step)");
+  x->add_option("dir", e->dir, "The checkpoint directory (checkpoint.directory)")->required();
+  x->add_option("--out", e->out, "The folder for the files (created)")->required();
+  x->add_option("--step", e->step, "The checkpoint's step (default: the newest committed)");
+  x->add_option("--python", e->python, "The Python that has torch (default: /usr/bin/python3, Debian's)");
+  x->callback([e, &exit_code] { exit_code = export_checkpoint(e->dir, e->step, e->out, e->python); });
 }
 
 }  // namespace rekindle::apps

@@ -53,8 +53,8 @@ void add_admin_commands(CLI::App& app, int& exit_code);
 /// failures and the recovery report.
 void add_demo_command(CLI::App& app, int& exit_code);
 
-/// `rekindle checkpoint list DIR [--json]`, `rekindle checkpoint verify DIR [--json]`: a checkpoint
-/// directory read offline.
+/// `rekindle checkpoint list DIR [--json]`, `rekindle checkpoint verify DIR [--json]`,
+/// `rekindle checkpoint export DIR --out OUT [--step N]`: a checkpoint directory read offline.
 void add_checkpoint_commands(CLI::App& app, int& exit_code);
 
 /// `rekindle replay FILE [--speed X] [--yes]`: a failure trace injected into the running job.

@@ -141,6 +141,15 @@ TEST(checkpoint, every_shard_is_durable_before_commit_and_only_keep_remain) {
   auto missing = testing::run_process({rekindle, "checkpoint", "list", (dir / "nope").string()});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("is not a directory"), std::string::npos) << missing.err;
+  // The built-in model's checkpoints are not a torch program's: export says so (where it can run).
+  if (std::filesystem::exists(testing::bin_dir() / ".." / "python" / "rekindle" / "export.py") &&
+      testing::run_process({"/usr/bin/python3", "-c", "import torch"}).exit_code == 0) {
+    testing::temp_dir out;
+    auto exported = testing::run_process({rekindle, "checkpoint", "export", dir.string(), "--out", out.path().string()});
+    EXPECT_EQ(exported.exit_code, 1) << exported.out << exported.err;
+    EXPECT_NE(exported.err.find("not of a program on the worker API"), std::string::npos) << exported.err;
+    EXPECT_FALSE(std::filesystem::exists(out.path() / "rank-0.pt"));
+  }
 }
 
 TEST(checkpoint, a_whole_job_restart_resumes_from_the_newest_checkpoint_with_the_same_final_loss) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <iterator>
 #include <fstream>
 #include <map>
 #include <set>
@@ -37,13 +38,22 @@ std::map<std::string, std::string> fields(const std::string& line) {
   return out;
 }
 
-std::vector<std::string> lines_of(const fs::path& file, const std::string& prefix) {
+std::vector<std::string> lines_of_text(const std::string& text, const std::string& prefix) {
   std::vector<std::string> out;
-  std::ifstream in(file);
+  std::istringstream in{text};
   for (std::string line; std::getline(in, line);)
     if (line.starts_with(prefix))
       out.push_back(line);
   return out;
+}
+
+std::string text_of(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+std::vector<std::string> lines_of(const fs::path& file, const std::string& prefix) {
+  return lines_of_text(text_of(file), prefix);
 }
 
 int step_of(const fs::path& file) {
@@ -225,6 +235,171 @@ TEST(program, an_unmodified_torch_ddp_script_completes_across_a_kill_resuming_fr
     }
   }
   EXPECT_EQ(losses.size(), 1u) << "every rank reports the same mean loss";
+}
+
+// ---- level 1: programs on the worker API (api/rekindle.h, the rekindle Python package) ----------
+
+const std::string debian_python = "/usr/bin/python3";
+
+// Why a torch program on the API cannot run here, or empty.
+std::string api_missing() {
+  if (::access(debian_python.c_str(), X_OK) != 0)
+    return debian_python + " is missing (Debian package python3; scripts/setup-deps installs it)";
+  if (!fs::exists(fs::path{REKINDLE_BIN_DIR} / ".." / "python" / "rekindle" / "__init__.py"))
+    return "the rekindle Python package was not built (needs pybind11-dev and python3-dev: scripts/setup-deps)";
+  if (testing::run_process({debian_python, "-c", "import torch"}, 60s).exit_code != 0)
+    return "python3-torch is not installed (scripts/setup-deps installs it)";
+  return {};
+}
+
+// Two nodes of one rank each running `args` with Debian's python on its own rendezvous ports.
+testing::cluster_options api_job(const std::vector<std::string>& args, int nodes = 2) {
+  const int port = free_port(65535 - 64);
+  std::string command = "command = [\"" + debian_python + "\"";
+  for (const auto& a : args)
+    command += ", \"" + a + "\"";
+  command += "]\nmaster_port = " + std::to_string(port) + "\nstate_bytes = \"8MiB\"\n";
+  return {.nodes = nodes, .ranks_per_node = 1, .steps = 1, .snapshot_every = 5, .persist_every = 20, .job_extra = command};
+}
+
+struct torch_run {
+  nlohmann::json report;
+  std::string log0, log1;
+};
+
+// examples/torch/train_rekindle.py for 150 steps on two ranks; `kill_at` > 0 kills rank 1 with
+// SIGKILL once the job passed that step.
+torch_run run_train_rekindle(std::uint64_t kill_at, std::vector<int>* pids_before = nullptr,
+                              std::optional<fs::path> export_to = std::nullopt) {
+  const std::string script = REKINDLE_SOURCE_DIR "/examples/torch/train_rekindle.py";
+  testing::local_cluster c{api_job({script, "--steps", "150", "--step-delay", "0.05"})};
+  c.start_all();
+  torch_run out;
+  if (kill_at > 0) {
+    EXPECT_TRUE(c.wait_for([&](const nlohmann::json& s) { return s.value("step", 0ull) >= kill_at; }, 180s))
+        << c.status().dump(2) << c.log("n0");
+    const auto st = c.status();
+    if (pids_before && st.contains("ranks"))
+      for (const auto& r : st["ranks"])
+        pids_before->push_back(r["pid"].get<int>());
+    const auto r = c.admin({"kill", "rank", "1", "--yes"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  out.report = c.wait_done(300s);
+  if (export_to) {
+    // The checkpoints on disk, as files plain torch.load reads.
+    const auto r = testing::run_process({(testing::bin_dir() / "rekindle").string(), "checkpoint", "export",
+                                         (c.data_dir() / "checkpoints").string(), "--out", export_to->string()});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  out.log0 = c.data_dir() / "n0" / "rank-0.log";
+  out.log1 = c.data_dir() / "n1" / "rank-1.log";
+  if (out.report.is_null() || out.report["state"] != "completed")
+    ADD_FAILURE() << c.status().dump(2) << c.log("n0") << c.log("n1");
+  // The logs outlive the cluster's folder: keep their text.
+  out.log0 = text_of(out.log0);
+  out.log1 = text_of(out.log1);
+  return out;
+}
+
+std::vector<std::map<std::string, std::string>> starts_in(const std::string& log) {
+  // "rank R of W: pid P epoch E starting at step S"
+  std::vector<std::map<std::string, std::string>> out;
+  std::istringstream in{log};
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(" starting at step ") == std::string::npos)
+      continue;
+    std::istringstream words{line};
+    std::vector<std::string> w{std::istream_iterator<std::string>{words}, {}};
+    if (w.size() >= 12)
+      out.push_back({{"pid", w[5]}, {"epoch", w[7]}, {"step", w[11]}});
+  }
+  return out;
+}
+
+std::string final_loss(const std::string& log) {
+  const auto at = log.find("done at step 150, loss ");
+  if (at == std::string::npos)
+    return {};
+  const auto open = log.find('(', at), close = log.find(')', at);
+  return log.substr(open + 1, close - open - 1);
+}
+
+TEST(worker_api, a_killed_torch_rank_restarts_alone_and_the_survivor_rolls_back_in_memory_to_a_bitwise_equal_loss) {
+  if (const auto why = api_missing(); !why.empty())
+    GTEST_SKIP() << why;
+  const auto clean = run_train_rekindle(0);
+  ASSERT_FALSE(final_loss(clean.log0).empty()) << clean.log0;
+  std::vector<int> pids;
+  testing::temp_dir exported;
+  const auto failed = run_train_rekindle(15, &pids, exported.path());
+  ASSERT_EQ(pids.size(), 2u);
+  ASSERT_EQ(failed.report["recoveries"].size(), 1u) << failed.report.dump(2);
+  const auto& rec = failed.report["recoveries"][0];
+  EXPECT_EQ(rec["rank"], 1) << rec.dump();
+  EXPECT_NE(rec["cause"].get<std::string>().find("signal 9"), std::string::npos) << rec.dump();
+  EXPECT_GE(rec["restored_step"].get<int>(), 10) << "rolled back to a snapshot in memory: " << rec.dump();
+  EXPECT_EQ(rec["source"], "local memory") << rec.dump();
+
+  // The survivor kept its process: one pid, two epochs, the second from the snapshot's step.
+  const auto s0 = starts_in(failed.log0), s1 = starts_in(failed.log1);
+  ASSERT_EQ(s0.size(), 2u) << failed.log0;
+  EXPECT_EQ(s0[0].at("pid"), std::to_string(pids[0])) << failed.log0;
+  EXPECT_EQ(s0[1].at("pid"), s0[0].at("pid")) << "rank 0 kept its process\n" << failed.log0;
+  EXPECT_EQ(s0[1].at("epoch"), "2") << failed.log0;
+  EXPECT_EQ(s0[1].at("step"), std::to_string(rec["restored_step"].get<int>())) << failed.log0;
+  // Only the killed rank started again: a new process, resuming from its own slot at the same step.
+  ASSERT_EQ(s1.size(), 2u) << failed.log1;
+  EXPECT_EQ(s1[0].at("pid"), std::to_string(pids[1])) << failed.log1;
+  EXPECT_NE(s1[1].at("pid"), s1[0].at("pid")) << failed.log1;
+  EXPECT_EQ(s1[1].at("step"), s0[1].at("step")) << failed.log1;
+
+  // The same final loss, bit for bit, as the run without a failure.
+  EXPECT_EQ(final_loss(failed.log0), final_loss(clean.log0)) << failed.log0 << "\n---\n" << clean.log0;
+  EXPECT_EQ(final_loss(failed.log1), final_loss(clean.log0)) << failed.log1;
+
+  // `rekindle checkpoint export` wrote the newest checkpoint (persisted every 20 steps) as a file per rank that plain torch.load reads, and the model it holds loads into the script's.
+  for (const int rank : {0, 1}) {
+    const auto file = exported.path() / ("rank-" + std::to_string(rank) + ".pt");
+    const auto r = testing::run_process(
+        {debian_python, "-c",
+         "import sys, torch\nsys.path.insert(0, '" REKINDLE_SOURCE_DIR "/examples/torch')\nfrom train import TinyGPT\n"
+         "s = torch.load(sys.argv[1])\nm = TinyGPT(32, 2, 1, 32)\nm.load_state_dict(s['model'])\n"
+         "print('step', s['step'], 'optimizer', len(s['optimizer']['state']), 'rng', s['rng']['torch'].numel() > 0)\n",
+         file.string()},
+        120s);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    const auto f = lines_of_text(r.out, "step ");
+    ASSERT_EQ(f.size(), 1u) << r.out << r.err;
+    const int step = std::stoi(f[0].substr(5));
+    EXPECT_TRUE(step >= 20 && step % 20 == 0) << "a persisted step: " << f[0];
+    EXPECT_NE(f[0].find(" rng True"), std::string::npos) << f[0];
+  }
+}
+
+TEST(worker_api, misuse_gets_a_precise_error_and_nothing_is_lost) {
+  if (const auto why = api_missing(); !why.empty())
+    GTEST_SKIP() << why;
+  const std::string script = REKINDLE_SOURCE_DIR "/tests/fault/apps/programs/api_misuse.py";
+  testing::local_cluster c{api_job({script}, 1)};
+  c.start_all();
+  const auto report = c.wait_done(180s);
+  const auto log = text_of(c.data_dir() / "n0" / "rank-0.log");
+  ASSERT_FALSE(report.is_null()) << c.status().dump(2) << c.log("n0") << log;
+  EXPECT_EQ(report["state"], "completed") << report.dump(2) << c.log("n0") << log;
+  const auto has = [&](const std::string& text) { return log.find(text) != std::string::npos; };
+  // Too large for the slot: the sizes and the key to change.
+  EXPECT_TRUE(has("check too_large: SnapshotTooLarge: the snapshot of step 1 takes ")) << log;
+  EXPECT_TRUE(has("this rank's slot holds 8388608 (job.state_bytes)")) << log;
+  // A non-tensor: where it is and what a snapshot holds.
+  EXPECT_TRUE(has("check non_tensor: TypeError: extra['loader'] is a TextIOWrapper: a snapshot holds tensors")) << log;
+  EXPECT_TRUE(has("check step_zero: Error: snapshot of step 0: steps after the restore step 0 only")) << log;
+  // The failed program's snapshot survived in its slot: the restarted one restores it exactly.
+  const auto snap_at = log.find("snapshot weight ");
+  ASSERT_NE(snap_at, std::string::npos) << log;
+  const auto weight = log.substr(snap_at + 16, log.find('\n', snap_at) - snap_at - 16);
+  EXPECT_TRUE(has("restored step 5 extra {'position': 5, 'note': 'kept'} weight " + weight)) << log;
+  EXPECT_TRUE(has("check restore_twice: OrderError: restore was already called in epoch 2: once per epoch")) << log;
 }
 
 }  // namespace
