@@ -149,6 +149,7 @@ caf::behavior agent_actor::make_behavior() {
         auto& w = it->second;
         if (w.external) {
           w.joined = true;
+          api_seen_ = true;
           spdlog::info("agent: the program of local rank {} joined through the worker API (pid {})", w.local_index, pid);
         }
         w.peer = from.peer;
@@ -233,7 +234,7 @@ caf::behavior agent_actor::make_behavior() {
           w.retiring = true;
         }
         if (standby_)
-          ::kill(standby_->pid, SIGTERM);
+          ::kill(standby_->external ? -standby_->pid : standby_->pid, SIGTERM);
         caf::anon_send(checkpoint_, j);
       },
       // ---- from the reaper thread ----
@@ -336,20 +337,24 @@ void agent_actor::stop_worker(worker& w, int signal, const std::string& why) {
 }
 
 void agent_actor::spawn_worker(std::uint32_t local_index) {
-  if (ctx_->spec.job.external()) {
-    spawn_program(local_index);
-    return;
-  }
   if (standby_ && standby_->peer) {
-    // Promote the warm standby: it only has to open the slot and the communicator.
+    // Promote the warm standby: it only has to open the slot and the communicator (a program's
+    // standby has imported its framework and built its model).
     worker w = *standby_;
     standby_.reset();
     w.local_index = local_index;
     w.last_heartbeat = ctx_->time->now();
+    w.joined = w.external;
     auto& placed = workers_[local_index] = w;
     spdlog::info("agent activates standby pid={} as local rank {} epoch={}", placed.pid, local_index, epoch_.value());
     to_worker(placed, worker_activate{local_index});
     assign_worker(placed);
+    if (placed.external && placed.rank)
+      to_supervisor(rank_ready{epoch_, *placed.rank, ctx_->node, local_index, static_cast<std::uint32_t>(placed.pid), {}});
+    return;
+  }
+  if (ctx_->spec.job.external()) {
+    spawn_program(local_index);
     return;
   }
   const auto pid = fork_worker(local_index);
@@ -365,15 +370,18 @@ void agent_actor::spawn_worker(std::uint32_t local_index) {
 
 void agent_actor::ensure_standby() {
   // Not while an epoch starts: a new process competes for the cores the recovering ranks need.
-  // The next standby comes once the epoch trains. A user's program has no standby.
-  if (standby_ || finished_ || epoch_.value() == 0 || trained_epoch_ != epoch_ || ctx_->spec.job.external())
+  // The next standby comes once the epoch trains. A user's program gets one once a program of
+  // the job joined through the worker API (one that never does could not be activated).
+  const bool external = ctx_->spec.job.external();
+  if (standby_ || finished_ || epoch_.value() == 0 || trained_epoch_ != epoch_ || (external && !api_seen_))
     return;
-  const auto pid = fork_worker(std::nullopt);
+  const auto pid = external ? start_program(std::nullopt) : fork_worker(std::nullopt);
   if (pid < 0)
     return;
   worker w;
   w.local_index = ~0u;
   w.pid = pid;
+  w.external = external;
   standby_ = w;
 }
 
@@ -381,7 +389,9 @@ void agent_actor::spawn_program(std::uint32_t local_index) {
   const auto a = assignment_.find(local_index);
   if (a == assignment_.end())
     return;
-  const auto& job = ctx_->spec.job;
+  const auto pid = start_program(local_index);
+  if (pid < 0)
+    return;
   const auto rank = a->second.rank;
   worker w;
   w.local_index = local_index;
@@ -390,39 +400,61 @@ void agent_actor::spawn_program(std::uint32_t local_index) {
   w.epoch = epoch_;
   w.world = world_;
   w.last_heartbeat = ctx_->time->now();
+  w.pid = pid;
+  workers_[local_index] = w;
+  spdlog::info("agent started the program of rank {} local={} pid={} epoch={}", rank.value(), local_index, pid,
+               epoch_.value());
+  // Started is as registered as a program without the API gets.
+  to_supervisor(rank_ready{epoch_, rank, ctx_->node, local_index, static_cast<std::uint32_t>(pid), {}});
+}
+
+std::int32_t agent_actor::start_program(std::optional<std::uint32_t> local_index) {
+  const auto& job = ctx_->spec.job;
+  const std::optional<rank_assignment> a =
+      local_index ? std::optional{assignment_.at(*local_index)} : std::optional<rank_assignment>{};
   const auto fail = [&](const std::string& why) {
-    spdlog::error("agent cannot start the program of rank {}: {}", rank.value(), why);
-    to_supervisor(rank_exited{epoch_, rank, ctx_->node, 127, 0, "job.command could not be started: " + why,
+    if (!a) {
+      spdlog::warn("agent cannot start a standby of the program: {}", why);
+      return -1;
+    }
+    spdlog::error("agent cannot start the program of rank {}: {}", a->rank.value(), why);
+    to_supervisor(rank_exited{epoch_, a->rank, ctx_->node, 127, 0, "job.command could not be started: " + why,
                               now_ns(*ctx_->time)});
+    return -1;
   };
   auto program = find_program(job.command.front(), job.workdir);
-  if (!program) {
-    fail(program.error().message());
-    return;
-  }
+  if (!program)
+    return fail(program.error().message());
   std::vector<std::string> argv = job.command;
   argv.front() = program->string();
   child_options o;
-  o.log = ctx_->node_dir / ("rank-" + std::to_string(rank.value()) + ".log");
+  o.log = ctx_->node_dir / (a ? "rank-" + std::to_string(a->rank.value()) + ".log" : std::string{"rank-standby.log"});
   o.workdir = job.workdir;
-  const auto bootstrap = bootstrap_address();
-  const auto colon = bootstrap.rfind(':');
-  o.env = {{"RANK", std::to_string(rank.value())},
-           {"LOCAL_RANK", std::to_string(local_index)},
-           {"WORLD_SIZE", std::to_string(world_)},
-           {"LOCAL_WORLD_SIZE", std::to_string(assignment_.size())},
-           {"GROUP_RANK", std::to_string(ctx_->node.value())},
-           {"MASTER_ADDR", bootstrap.substr(0, colon)},
-           {"MASTER_PORT", bootstrap.substr(colon + 1)},
-           {"TORCHELASTIC_RUN_ID", job.name},
-           {"TORCHELASTIC_RESTART_COUNT", std::to_string(epoch_.value() - 1)},
-           {"REKINDLE_EPOCH", std::to_string(epoch_.value())},
-           {"REKINDLE_NODE", ctx_->node_name()},
-           {"REKINDLE_JOB", job.name},
-           // What the worker API (api/rekindle.h) joins with.
-           {"REKINDLE_AGENT", "127.0.0.1:" + std::to_string(ctx_->bridge->port())},
-           {"REKINDLE_CONFIG", std::filesystem::absolute(ctx_->config_path).string()},
-           {"REKINDLE_DATA_DIR", std::filesystem::absolute(ctx_->data_dir).string()}};
+  if (a) {
+    // The torchrun environment of this rank in this epoch. A standby has none yet: it learns its
+    // rank from the worker API when it is activated.
+    const auto bootstrap = bootstrap_address();
+    const auto colon = bootstrap.rfind(':');
+    o.env = {{"RANK", std::to_string(a->rank.value())},
+             {"LOCAL_RANK", std::to_string(*local_index)},
+             {"WORLD_SIZE", std::to_string(world_)},
+             {"MASTER_ADDR", bootstrap.substr(0, colon)},
+             {"MASTER_PORT", bootstrap.substr(colon + 1)},
+             {"TORCHELASTIC_RESTART_COUNT", std::to_string(epoch_.value() - 1)},
+             {"REKINDLE_EPOCH", std::to_string(epoch_.value())}};
+  } else {
+    o.env = {{"REKINDLE_STANDBY", "1"}};
+  }
+  o.env.insert(o.env.end(),
+               {{"LOCAL_WORLD_SIZE", std::to_string(assignment_.size())},
+                {"GROUP_RANK", std::to_string(ctx_->node.value())},
+                {"TORCHELASTIC_RUN_ID", job.name},
+                {"REKINDLE_NODE", ctx_->node_name()},
+                {"REKINDLE_JOB", job.name},
+                // What the worker API (api/rekindle.h) joins with.
+                {"REKINDLE_AGENT", "127.0.0.1:" + std::to_string(ctx_->bridge->port())},
+                {"REKINDLE_CONFIG", std::filesystem::absolute(ctx_->config_path).string()},
+                {"REKINDLE_DATA_DIR", std::filesystem::absolute(ctx_->data_dir).string()}});
   // `import rekindle` finds the package built next to this daemon, ahead of the program's path
   // (job.env's PYTHONPATH, else the daemon's).
   const auto python = ctx_->worker_binary.parent_path().parent_path() / "python";
@@ -438,16 +470,11 @@ void agent_actor::spawn_program(std::uint32_t local_index) {
   if (!python_path.empty())
     o.env.emplace_back("PYTHONPATH", python_path);
   auto pid = spawn_child(argv, o);
-  if (!pid) {
-    fail(pid.error().message());
-    return;
-  }
-  w.pid = *pid;
-  workers_[local_index] = w;
-  spdlog::info("agent started the program of rank {} local={} pid={} epoch={}", rank.value(), local_index, *pid,
-               epoch_.value());
-  // Started is as registered as a program without the API gets.
-  to_supervisor(rank_ready{epoch_, rank, ctx_->node, local_index, static_cast<std::uint32_t>(*pid), {}});
+  if (!pid)
+    return fail(pid.error().message());
+  if (!a)
+    spdlog::info("agent started a standby of the program pid={}", *pid);
+  return *pid;
 }
 
 std::int32_t agent_actor::fork_worker(std::optional<std::uint32_t> local_index) {

@@ -67,8 +67,12 @@ class agent_actor : public caf::event_based_actor {
   /// Starts the job's own program (job.command) as the rank assigned to `local_index`, with the
   /// torchrun environment, and registers it: it has no connection to say so itself.
   void spawn_program(std::uint32_t local_index);
-  /// Keeps one warm standby worker while the job runs.
+  /// Keeps one warm standby worker (or, once a program joined through the worker API, a standby
+  /// of the program) while the job runs.
   void ensure_standby();
+  /// Starts the job's program for `local_index` (its rank's torchrun environment), or as a standby
+  /// without one; returns its pid, or -1 (a rank's failure to start is reported as its exit).
+  std::int32_t start_program(std::optional<std::uint32_t> local_index);
   void assign_worker(worker& w);
   void stop_worker(worker& w, int signal, const std::string& why);
   template <class T>
@@ -96,6 +100,8 @@ class agent_actor : public caf::event_based_actor {
   std::map<std::uint32_t, worker> workers_;
   /// A started worker without a local rank, ready to replace a failed one.
   std::optional<worker> standby_;
+  /// A program of this job joined through the worker API: the job is at level 1.
+  bool api_seen_ = false;
   std::vector<progress_report> progress_;
   /// start_training of the current epoch, for workers that say hello after it was sent.
   std::optional<start_training> started_;

@@ -51,6 +51,7 @@ class session_actor : public caf::event_based_actor {
   caf::behavior make_behavior() override {
     s_->ctx_.bridge->expose("worker", this);
     s_->ctx_.bridge->watch_peers(this);
+    s_->exposed_.set_value();
     send(this, tick_atom::value);
     return {
         [this](tick_atom) {
@@ -113,7 +114,11 @@ class session_actor : public caf::event_based_actor {
 
 rank_session::rank_session(caf::actor_system& sys, worker_context ctx, std::optional<storage::snapshot_slot> slot)
     : ctx_(std::move(ctx)), slot_(std::move(slot)) {
+  auto exposed = exposed_.get_future();
   actor_ = sys.spawn<session_actor>(this);
+  // Nothing may be sent before the actor can take the answer: a frame for an actor not yet
+  // exposed is dropped.
+  exposed.wait();
 }
 
 rank_session::~rank_session() { caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown); }

@@ -184,6 +184,8 @@ class rank_session {
   /// A standby's mappings of every local rank's slot, made ahead; the one it takes over becomes slot_.
   std::map<std::uint32_t, storage::snapshot_slot> standby_slots_;
   caf::actor actor_;
+  /// Set once the actor is exposed on the bridge (the constructor waits for it).
+  std::promise<void> exposed_;
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -2,6 +2,7 @@
 
 #include "api/rekindle.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -168,6 +169,23 @@ status copy_of(const std::vector<storage::named_buffer>& buffers, const char* na
   return status{errc::invalid_argument, "buffer '" + std::string{name} + "' is not in " + where};
 }
 
+/// A standby's wait until the agent activates it as a local rank (as long as it takes).
+int wait_activation(rk_rank* rk) {
+  for (;;) {
+    auto c = rk->session->next();
+    if (auto* end = std::get_if<actors::session_end>(&c)) {
+      rk->finished = true;
+      return fail(rk, RK_FINISHED, "the job ended: " + end->state);
+    }
+    if (auto* act = std::get_if<actors::worker_activate>(&c)) {
+      if (auto st = rk->session->activate(act->local_index); !st.ok())
+        return fail(rk, st);
+      spdlog::info("standby activated as local rank {}", act->local_index);
+      return RK_OK;
+    }
+  }
+}
+
 void announce(rk_rank* rk, const std::string& source, std::int64_t restore_ns) {
   if (rk->announced)
     return;
@@ -215,7 +233,9 @@ int rk_join(rk_rank** out) {
     const auto config_path = env_or("REKINDLE_CONFIG");
     const auto node_name = env_or("REKINDLE_NODE");
     const auto data_dir = env_or("REKINDLE_DATA_DIR");
-    const auto local = env_or("LOCAL_RANK");
+    // A warm standby learns its local rank when the agent activates it.
+    const bool standby = env_or("REKINDLE_STANDBY") == "1";
+    const auto local = standby ? std::string{"standby"} : env_or("LOCAL_RANK");
     if (config_path.empty() || node_name.empty() || data_dir.empty() || local.empty()) {
       last_error = "the environment lacks REKINDLE_CONFIG, REKINDLE_NODE, REKINDLE_DATA_DIR or LOCAL_RANK";
       return RK_ERR_NOT_UNDER_REKINDLE;
@@ -231,13 +251,18 @@ int rk_join(rk_rank** out) {
       last_error = "node '" + node_name + "' is not in " + config_path;
       return RK_ERR_INVALID;
     }
-    const auto local_index = static_cast<std::uint32_t>(std::strtoul(local.c_str(), nullptr, 10));
+    const std::optional<std::uint32_t> local_index =
+        standby ? std::nullopt : std::optional{static_cast<std::uint32_t>(std::strtoul(local.c_str(), nullptr, 10))};
     init_logging("rank[" + node_name + "/" + local + "]", spec.daemon.log);
     const auto node_dir = std::filesystem::path{data_dir} / node_name;
-    auto slot = storage::snapshot_slot::open(storage::snapshot_slot::name_for(node_dir, spec.job.name, local_index));
-    if (!slot) {
-      last_error = "cannot open this rank's snapshot slot: " + slot.error().message();
-      return RK_ERR_INTERNAL;
+    std::optional<storage::snapshot_slot> slot;
+    if (local_index) {
+      auto opened = storage::snapshot_slot::open(storage::snapshot_slot::name_for(node_dir, spec.job.name, *local_index));
+      if (!opened) {
+        last_error = "cannot open this rank's snapshot slot: " + opened.error().message();
+        return RK_ERR_INTERNAL;
+      }
+      slot = std::move(*opened);
     }
     auto process = actors::rank_process::connect(spec, *node, "rank " + node_name + "/" + local, agent);
     if (!process) {
@@ -248,13 +273,33 @@ int rk_join(rk_rank** out) {
     rk->local_world = static_cast<std::uint32_t>(std::max(1l, std::strtol(env_or("LOCAL_WORLD_SIZE", "1").c_str(), nullptr, 10)));
     actors::worker_context ctx{spec, *node, local_index, node_dir, (*process)->bridge(), (*process)->agent(), &rk->time};
     rk->process = std::move(*process);
-    rk->session = std::make_unique<actors::rank_session>(rk->process->system(), std::move(ctx), std::move(*slot));
-    rk->session->to_agent(actors::worker_hello{static_cast<std::uint32_t>(getpid()), local_index, false});
+    rk->session = std::make_unique<actors::rank_session>(rk->process->system(), std::move(ctx), std::move(slot));
+    if (standby)
+      rk->session->map_slots_ahead();
+    rk->session->to_agent(actors::worker_hello{static_cast<std::uint32_t>(getpid()), local_index.value_or(~0u), standby});
+    if (standby) {
+      const int code = wait_activation(rk.get());
+      if (code != RK_OK) {
+        last_error = "waiting as a standby: " + rk->error;
+        return code;
+      }
+    }
     const auto wait = std::max<std::chrono::nanoseconds>(spec.timeouts.rendezvous, std::chrono::seconds{60});
     const int code = wait_epoch(rk.get(), epoch_t{0}, wait);
     if (code != RK_OK) {
       last_error = "joining the job: " + rk->error;
       return code;
+    }
+    if (standby) {
+      // The rank's output goes where a program started for it writes: <node>/rank-R.log.
+      const auto log = node_dir / ("rank-" + std::to_string(rk->assignment.rank.value()) + ".log");
+      std::fflush(stdout);
+      std::fflush(stderr);
+      if (const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644); fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+        ::close(fd);
+      }
     }
     *out = rk.release();
     return RK_OK;

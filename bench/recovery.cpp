@@ -538,6 +538,21 @@ std::vector<kill_result> kill_torch(const model_choice& m, int world, const opti
       std::cerr << "recovery: " << name << " did not reach step " << next_step << "; see " << dir.string() << "\n";
       break;
     }
+    // As for the built-in worker: a failure hours apart finds the node's standby of the program warm.
+    if (launcher == torch_launcher::rekindle_api &&
+        service
+            ->wait(
+                [](const json& st) {
+                  const auto nodes = st.value("nodes", json::array());
+                  return !nodes.empty() && std::all_of(nodes.begin(), nodes.end(), [](const json& n) {
+                    return n.value("standby_ready", false);
+                  });
+                },
+                600s)
+            .is_null()) {
+      std::cerr << "recovery: " << name << ": no standby of the program became ready; see " << dir.string() << "\n";
+      break;
+    }
     pid_t w = 0;
     std::ifstream(dir / ("rank-" + std::to_string(victim) + ".pid")) >> w;
     const std::int64_t killed_at = now_ns();

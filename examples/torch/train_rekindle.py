@@ -4,7 +4,8 @@
 `diff train.py train_rekindle.py` shows them: the rank joins with rekindle.init() (which builds
 its process group), snapshots its state into the node's memory every checkpoint.snapshot_every
 steps instead of torch.save, and when another rank fails it rolls back from memory in place —
-its process stays, only the failed rank's starts again. Run it as the job.command of a rekindle
+its process stays, only the failed rank's starts again. Its samples come from rekindle.GlobalBatch,
+so a world that shrinks (a node lost, no spare) trains the same global batch. Run it as the job.command of a rekindle
 job (docs/WORKER_API.md); rekindle persists the snapshots as checkpoints.
 """
 
@@ -52,19 +53,10 @@ def corpus(path, seed):
     return words.flatten()[: 64 * 1024]
 
 
-def batch(data, step, rank, size, seq_len, seed):
-    """The sequences of one rank at one step: the same whatever happened before."""
-    g = torch.Generator().manual_seed(seed * 1_000_003 + step * 1009 + rank)
-    starts = torch.randint(0, len(data) - seq_len - 1, (size,), generator=g)
-    x = torch.stack([data[s : s + seq_len] for s in starts])
-    y = torch.stack([data[s + 1 : s + seq_len + 1] for s in starts])
-    return x, y
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=100)
-    p.add_argument("--batch", type=int, default=8, help="sequences per rank and step")
+    p.add_argument("--global-batch", type=int, default=16, help="sequences per step, over all ranks (kept when the world shrinks)")
     p.add_argument("--seq-len", type=int, default=32)
     p.add_argument("--width", type=int, default=32)
     p.add_argument("--layers", type=int, default=1)
@@ -75,28 +67,34 @@ def main():
     args = p.parse_args()
 
     torch.set_num_threads(1)
-    rk = rekindle.init()
     torch.manual_seed(args.seed)
     net = TinyGPT(args.width, 2, args.layers, args.seq_len)
     optimizer = torch.optim.AdamW(net.parameters(), lr=args.lr)
     data = corpus(args.data, args.seed)
+    samples = rekindle.GlobalBatch(len(data) - args.seq_len - 1, args.global_batch, args.seed)
+    rk = rekindle.init()  # a warm standby waits here, torch imported and its model built
     while True:
         try:
             rank, world = rk.rank, rk.world_size
             step = rk.restore(net, optimizer)
             model = DistributedDataParallel(net, process_group=rk.group)
+            model.register_comm_hook(rk.group, rekindle.exact_allreduce)  # bitwise-equal restarts
             print(f"rank {rank} of {world}: pid {os.getpid()} epoch {rk.epoch} starting at step {step}", flush=True)
+            share = len(samples.indices(step, rank, world))
+            print(f"rank {rank} of {world}: {share} of the global batch's {args.global_batch} sequences", flush=True)
             loss = torch.tensor(0.0)
             while step < args.steps:
-                x, y = batch(data, step, rank, args.batch, args.seq_len, args.seed)
+                starts = samples.indices(step, rank, world)
+                x = torch.stack([data[s : s + args.seq_len] for s in starts])
+                y = torch.stack([data[s + 1 : s + args.seq_len + 1] for s in starts])
                 loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
                 optimizer.zero_grad()
-                loss.backward()
+                (loss * samples.weight(rank, world)).backward()  # DDP's mean is the global batch's
                 optimizer.step()
                 step += 1
                 if args.step_delay > 0:
                     time.sleep(args.step_delay)
-                rk.step_done(step, loss.item(), args.batch * args.seq_len)
+                rk.step_done(step, loss.item(), len(starts) * args.seq_len)
                 if step % rk.snapshot_every == 0:
                     rk.snapshot(step, net, optimizer)
             mean = loss.detach().clone()

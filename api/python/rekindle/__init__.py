@@ -24,8 +24,10 @@ and world size. See docs/WORKER_API.md:
 """
 
 import datetime
+import gc
 import pickle
 import random
+import traceback
 
 import torch
 import torch.distributed as dist
@@ -34,7 +36,7 @@ from . import _core
 from ._core import Error, NotUnderRekindle, OrderError, SnapshotTooLarge
 
 __all__ = ["init", "Rank", "Error", "NotUnderRekindle", "OrderError", "SnapshotTooLarge", "Reconfigure",
-           "Finished", "GlobalBatch"]
+           "Finished", "GlobalBatch", "exact_allreduce"]
 
 # Bounds on what a snapshot's small record (everything that is not a tensor) may hold.
 _MAX_DEPTH = 32
@@ -104,9 +106,14 @@ class Rank:
         self._group_timeout = datetime.timedelta(
             milliseconds=max(i["collective_timeout_ms"], i["rendezvous_timeout_ms"]))
 
-    def _build_group(self):
+    def _release_group(self):
+        self.group = None
         if dist.is_initialized():
             dist.destroy_process_group()
+        gc.collect()  # the group's last references (a DDP module's reducer) go now
+
+    def _build_group(self):
+        self._release_group()
         if self._backend == "nccl":
             torch.cuda.set_device(self.local_rank)
         dist.init_process_group(self._backend, init_method=f"tcp://{self.master_addr}:{self.master_port}",
@@ -205,15 +212,22 @@ class Rank:
             raise Finished("the job ended")
 
     def reconfigure(self, error=None, timeout=None):
-        """After Reconfigure, or when a collective failed (a peer died): waits for the next epoch
-        (up to `timeout` seconds; default the collective timeout, at least 60 s), takes its rank,
-        world size and bootstrap address and builds the process group again. Re-raises `error`
-        at once when it cannot be another rank's failure (not a RuntimeError), and when no new
-        epoch comes. Finished when the job ended."""
+        """After Reconfigure, or when a collective failed (a peer died): leaves the process group
+        at once (drop your DDP module first: `model = None`), so that ranks still inside a
+        collective with this one fail out of it too; waits for the next epoch (up to `timeout`
+        seconds; default the collective timeout, at least 60 s), takes its rank, world size and
+        bootstrap address and builds the process group again. Re-raises `error` at once when it
+        cannot be another rank's failure (not a RuntimeError), and when no new epoch comes.
+        Finished when the job ended."""
         if error is not None and not isinstance(error, (Reconfigure, RuntimeError)):
             raise error
         if isinstance(error, Finished):
             raise error
+        # This rank leaves the old group at once: its connections close, so that ranks still
+        # waiting inside a collective with it fail out of it too, rather than after the timeout.
+        if error is not None and error.__traceback__ is not None:
+            traceback.clear_frames(error.__traceback__)
+        self._release_group()
         seconds = timeout if timeout is not None else max(self._timeout.total_seconds(), 60.0)
         code = self._h.reconfigure(int(seconds * 1000))
         if code == _core.FINISHED:
@@ -231,6 +245,20 @@ class Rank:
         if dist.is_initialized():
             dist.destroy_process_group()
         self._h.finish()
+
+
+def exact_allreduce(group, bucket):
+    """A DDP communication hook (`ddp.register_comm_hook(rk.group, rekindle.exact_allreduce)`)
+    whose result does not depend on how DDP grouped the gradients into buckets: each gradient is
+    summed on its own, then averaged. DDP regroups its buckets after its first step, and a
+    restored rank's new DDP starts from the first grouping again; with more than two ranks the
+    order of a sum then differs, and so do the last bits. With this hook a run with failures ends
+    with the same loss, bit for bit, as one without (for the same world size)."""
+    for g in bucket.gradients():
+        dist.all_reduce(g, group=group)
+    future = torch.futures.Future()
+    future.set_result(bucket.buffer().div_(dist.get_world_size(group)))
+    return future
 
 
 class _RestorePart:

@@ -252,37 +252,47 @@ std::string api_missing() {
   return {};
 }
 
-// Two nodes of one rank each running `args` with Debian's python on its own rendezvous ports.
-testing::cluster_options api_job(const std::vector<std::string>& args, int nodes = 2) {
+// `nodes` nodes of `ranks_per_node` ranks running `args` with Debian's python on its own
+// rendezvous ports.
+testing::cluster_options api_job(const std::vector<std::string>& args, int nodes = 2, int ranks_per_node = 1) {
   const int port = free_port(65535 - 64);
   std::string command = "command = [\"" + debian_python + "\"";
   for (const auto& a : args)
     command += ", \"" + a + "\"";
   command += "]\nmaster_port = " + std::to_string(port) + "\nstate_bytes = \"8MiB\"\n";
-  return {.nodes = nodes, .ranks_per_node = 1, .steps = 1, .snapshot_every = 5, .persist_every = 20, .job_extra = command};
+  return {.nodes = nodes, .ranks_per_node = ranks_per_node, .steps = 1, .snapshot_every = 5, .persist_every = 20, .job_extra = command};
 }
 
 struct torch_run {
   nlohmann::json report;
-  std::string log0, log1;
+  /// Rank 0's output and rank 3's (the one a kill hits).
+  std::string log0, log3;
+  /// n1's daemon log.
+  std::string daemon1;
 };
 
-// examples/torch/train_rekindle.py for 150 steps on two ranks; `kill_at` > 0 kills rank 1 with
-// SIGKILL once the job passed that step.
+// examples/torch/train_rekindle.py for 100 steps on four ranks (two nodes of two); `kill_at` > 0
+// kills rank 3 (n1's second) with SIGKILL once the job passed that step: its ring neighbours fail
+// out of their collective at once, the others once those leave the old process group.
 torch_run run_train_rekindle(std::uint64_t kill_at, std::vector<int>* pids_before = nullptr,
                               std::optional<fs::path> export_to = std::nullopt) {
   const std::string script = REKINDLE_SOURCE_DIR "/examples/torch/train_rekindle.py";
-  testing::local_cluster c{api_job({script, "--steps", "150", "--step-delay", "0.05"})};
+  testing::local_cluster c{api_job({script, "--steps", "100", "--step-delay", "0.05"}, 2, 2)};
   c.start_all();
   torch_run out;
   if (kill_at > 0) {
-    EXPECT_TRUE(c.wait_for([&](const nlohmann::json& s) { return s.value("step", 0ull) >= kill_at; }, 180s))
-        << c.status().dump(2) << c.log("n0");
+    // Past `kill_at`, with n1's warm standby of the program ready to take rank 1's place.
+    EXPECT_TRUE(c.wait_for(
+        [&](const nlohmann::json& s) {
+          return s.value("step", 0ull) >= kill_at && s["nodes"].size() == 2 && s["nodes"][1].value("standby_ready", false);
+        },
+        180s))
+        << c.status().dump(2) << c.log("n0") << c.log("n1");
     const auto st = c.status();
     if (pids_before && st.contains("ranks"))
       for (const auto& r : st["ranks"])
         pids_before->push_back(r["pid"].get<int>());
-    const auto r = c.admin({"kill", "rank", "1", "--yes"});
+    const auto r = c.admin({"kill", "rank", "3", "--yes"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
   }
   out.report = c.wait_done(300s);
@@ -292,13 +302,14 @@ torch_run run_train_rekindle(std::uint64_t kill_at, std::vector<int>* pids_befor
                                          (c.data_dir() / "checkpoints").string(), "--out", export_to->string()});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   }
+  out.daemon1 = c.log("n1");
   out.log0 = c.data_dir() / "n0" / "rank-0.log";
-  out.log1 = c.data_dir() / "n1" / "rank-1.log";
+  out.log3 = c.data_dir() / "n1" / "rank-3.log";
   if (out.report.is_null() || out.report["state"] != "completed")
     ADD_FAILURE() << c.status().dump(2) << c.log("n0") << c.log("n1");
   // The logs outlive the cluster's folder: keep their text.
   out.log0 = text_of(out.log0);
-  out.log1 = text_of(out.log1);
+  out.log3 = text_of(out.log3);
   return out;
 }
 
@@ -318,48 +329,51 @@ std::vector<std::map<std::string, std::string>> starts_in(const std::string& log
 }
 
 std::string final_loss(const std::string& log) {
-  const auto at = log.find("done at step 150, loss ");
+  const auto at = log.find(" done at step ");
   if (at == std::string::npos)
     return {};
   const auto open = log.find('(', at), close = log.find(')', at);
   return log.substr(open + 1, close - open - 1);
 }
 
-TEST(worker_api, a_killed_torch_rank_restarts_alone_and_the_survivor_rolls_back_in_memory_to_a_bitwise_equal_loss) {
+TEST(worker_api, a_killed_torch_rank_restarts_alone_in_a_standby_and_the_survivors_roll_back_in_memory_to_a_bitwise_equal_loss) {
   if (const auto why = api_missing(); !why.empty())
     GTEST_SKIP() << why;
   const auto clean = run_train_rekindle(0);
-  ASSERT_FALSE(final_loss(clean.log0).empty()) << clean.log0;
+  ASSERT_FALSE(lines_of_text(clean.log0, "rank 0 of 4: done at step 100, loss ").empty()) << clean.log0;
   std::vector<int> pids;
   testing::temp_dir exported;
   const auto failed = run_train_rekindle(15, &pids, exported.path());
-  ASSERT_EQ(pids.size(), 2u);
+  ASSERT_EQ(pids.size(), 4u);
   ASSERT_EQ(failed.report["recoveries"].size(), 1u) << failed.report.dump(2);
   const auto& rec = failed.report["recoveries"][0];
-  EXPECT_EQ(rec["rank"], 1) << rec.dump();
+  EXPECT_EQ(rec["rank"], 3) << rec.dump();
   EXPECT_NE(rec["cause"].get<std::string>().find("signal 9"), std::string::npos) << rec.dump();
   EXPECT_GE(rec["restored_step"].get<int>(), 10) << "rolled back to a snapshot in memory: " << rec.dump();
   EXPECT_EQ(rec["source"], "local memory") << rec.dump();
 
-  // The survivor kept its process: one pid, two epochs, the second from the snapshot's step.
-  const auto s0 = starts_in(failed.log0), s1 = starts_in(failed.log1);
+  // A survivor kept its process: one pid, two epochs, the second from the snapshot's step.
+  const auto s0 = starts_in(failed.log0), s1 = starts_in(failed.log3);
   ASSERT_EQ(s0.size(), 2u) << failed.log0;
   EXPECT_EQ(s0[0].at("pid"), std::to_string(pids[0])) << failed.log0;
   EXPECT_EQ(s0[1].at("pid"), s0[0].at("pid")) << "rank 0 kept its process\n" << failed.log0;
   EXPECT_EQ(s0[1].at("epoch"), "2") << failed.log0;
   EXPECT_EQ(s0[1].at("step"), std::to_string(rec["restored_step"].get<int>())) << failed.log0;
-  // Only the killed rank started again: a new process, resuming from its own slot at the same step.
-  ASSERT_EQ(s1.size(), 2u) << failed.log1;
-  EXPECT_EQ(s1[0].at("pid"), std::to_string(pids[1])) << failed.log1;
-  EXPECT_NE(s1[1].at("pid"), s1[0].at("pid")) << failed.log1;
-  EXPECT_EQ(s1[1].at("step"), s0[1].at("step")) << failed.log1;
+  // Only the killed rank started again, in n1's warm standby of the program (torch imported, the
+  // model built), resuming from its own slot at the same step.
+  ASSERT_EQ(s1.size(), 2u) << failed.log3;
+  EXPECT_EQ(s1[0].at("pid"), std::to_string(pids[3])) << failed.log3;
+  EXPECT_NE(s1[1].at("pid"), s1[0].at("pid")) << failed.log3;
+  EXPECT_NE(failed.daemon1.find("agent activates standby pid=" + s1[1].at("pid") + " as local rank 1"), std::string::npos)
+      << failed.daemon1;
+  EXPECT_EQ(s1[1].at("step"), s0[1].at("step")) << failed.log3;
 
   // The same final loss, bit for bit, as the run without a failure.
   EXPECT_EQ(final_loss(failed.log0), final_loss(clean.log0)) << failed.log0 << "\n---\n" << clean.log0;
-  EXPECT_EQ(final_loss(failed.log1), final_loss(clean.log0)) << failed.log1;
+  EXPECT_EQ(final_loss(failed.log3), final_loss(clean.log0)) << failed.log3;
 
   // `rekindle checkpoint export` wrote the newest checkpoint (persisted every 20 steps) as a file per rank that plain torch.load reads, and the model it holds loads into the script's.
-  for (const int rank : {0, 1}) {
+  for (const int rank : {0, 1, 2, 3}) {
     const auto file = exported.path() / ("rank-" + std::to_string(rank) + ".pt");
     const auto r = testing::run_process(
         {debian_python, "-c",
@@ -375,6 +389,33 @@ TEST(worker_api, a_killed_torch_rank_restarts_alone_and_the_survivor_rolls_back_
     EXPECT_TRUE(step >= 20 && step % 20 == 0) << "a persisted step: " << f[0];
     EXPECT_NE(f[0].find(" rng True"), std::string::npos) << f[0];
   }
+}
+
+TEST(worker_api, a_lost_node_shrinks_the_world_and_the_survivor_keeps_its_process_and_the_global_batch) {
+  if (const auto why = api_missing(); !why.empty())
+    GTEST_SKIP() << why;
+  const std::string script = REKINDLE_SOURCE_DIR "/examples/torch/train_rekindle.py";
+  testing::local_cluster c{api_job({script, "--steps", "150", "--step-delay", "0.05"})};
+  c.start_all();
+  ASSERT_TRUE(c.wait_for([](const nlohmann::json& s) { return s.value("step", 0ull) >= 15; }, 180s))
+      << c.status().dump(2) << c.log("n0");
+  // n1's daemon dies and its rank's program with it; no spare: the world shrinks to rank 0, whose
+  // program stays, restores from memory and trains the same global batch alone.
+  c.signal_node("n1", SIGKILL);
+  const auto report = c.wait_done(300s);
+  const auto log = text_of(c.data_dir() / "n0" / "rank-0.log");
+  ASSERT_FALSE(report.is_null()) << c.status().dump(2) << c.log("n0") << log;
+  EXPECT_EQ(report["state"], "completed") << report.dump(2) << c.log("n0") << log;
+  EXPECT_EQ(report["world"], 1) << report.dump(2);
+  ASSERT_EQ(report["recoveries"].size(), 1u) << report.dump(2);
+  EXPECT_NE(report["recoveries"][0]["cause"].get<std::string>().find("node n1"), std::string::npos) << report.dump(2);
+  const auto starts = starts_in(log);
+  ASSERT_EQ(starts.size(), 2u) << log;
+  EXPECT_EQ(starts[1].at("pid"), starts[0].at("pid")) << "rank 0 kept its process\n" << log;
+  EXPECT_GT(std::stoi(starts[1].at("step")), 0) << log;
+  EXPECT_FALSE(lines_of_text(log, "rank 0 of 2: 8 of the global batch's 16 sequences").empty()) << log;
+  EXPECT_FALSE(lines_of_text(log, "rank 0 of 1: 16 of the global batch's 16 sequences").empty()) << log;
+  EXPECT_FALSE(lines_of_text(log, "rank 0 of 1: done at step 150, loss ").empty()) << log;
 }
 
 TEST(worker_api, misuse_gets_a_precise_error_and_nothing_is_lost) {
