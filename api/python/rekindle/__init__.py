@@ -27,6 +27,8 @@ import datetime
 import gc
 import pickle
 import random
+import socket
+import time
 import traceback
 
 import torch
@@ -112,8 +114,23 @@ class Rank:
             dist.destroy_process_group()
         gc.collect()  # the group's last references (a DDP module's reducer) go now
 
+    def _wait_for_rank0(self):
+        """Until rank 0's store listens at the bootstrap address (at most the group's timeout).
+        torch's store client that finds nobody there waits a second before it tries again; a rank
+        that meets the store as soon as it listens starts the epoch that much sooner (a standby
+        taking a failed rank's place is often ready before the survivors' rank 0)."""
+        deadline = time.monotonic() + self._group_timeout.total_seconds()
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection((self.master_addr, self.master_port), timeout=1.0):
+                    return
+            except OSError:
+                time.sleep(0.005)
+
     def _build_group(self):
         self._release_group()
+        if self.rank != 0:
+            self._wait_for_rank0()
         if self._backend == "nccl":
             torch.cuda.set_device(self.local_rank)
         dist.init_process_group(self._backend, init_method=f"tcp://{self.master_addr}:{self.master_port}",
