@@ -13,6 +13,13 @@
 
 namespace rekindle::actors {
 
+namespace {
+// From a lost connection to the process's exit as the reaper sees it: a worker closes its
+// endpoint a moment before it dies; a program's interpreter may take seconds to exit after it left.
+constexpr std::chrono::milliseconds worker_exit_grace{50};
+constexpr std::chrono::milliseconds program_exit_grace{3000};
+}  // namespace
+
 agent_actor::agent_actor(caf::actor_config& cfg, node_context* ctx, caf::actor checkpoint)
     : caf::event_based_actor(cfg), ctx_(ctx), checkpoint_(std::move(checkpoint)) {}
 
@@ -114,7 +121,7 @@ caf::behavior agent_actor::make_behavior() {
           // A program's interpreter may take seconds to exit after it left: give it those, too.
           if (w->rank && !w->retiring && !w->reported_unresponsive && !w->leaving) {
             w->reported_unresponsive = true;
-            delayed_send(this, w->external ? std::chrono::milliseconds{3000} : std::chrono::milliseconds{50},
+            delayed_send(this, w->external ? program_exit_grace : worker_exit_grace,
                          unreachable_atom::value, w->local_index, w->pid, e.reason);
           }
         }
@@ -301,9 +308,8 @@ void agent_actor::apply(const assign_ranks& a) {
     auto it = workers_.find(i);
     if (it != workers_.end() && !it->second.retiring) {
       assign_worker(it->second);
-      // A program's data plane is its own: it is ready as soon as it is told its rank.
       if (it->second.external)
-        to_supervisor(rank_ready{epoch_, r.rank, ctx_->node, i, static_cast<std::uint32_t>(it->second.pid), {}});
+        register_program(it->second);
     } else if (r.delay_ns > 0) {
       delayed_send(this, std::chrono::nanoseconds{r.delay_ns}, spawn_atom::value, i, a.epoch);
     } else {
@@ -319,14 +325,22 @@ void agent_actor::assign_worker(worker& w) {
   w.rank = a->second.rank;
   w.epoch = epoch_;
   w.world = world_;
-  to_worker(w, worker_assignment{epoch_, a->second.rank, world_, bootstrap_address()});
+  const auto meet = bootstrap();
+  to_worker(w, worker_assignment{epoch_, a->second.rank, world_, meet.host + ":" + std::to_string(meet.port)});
   if (started_)
     to_worker(w, *started_);
 }
 
-std::string agent_actor::bootstrap_address() const {
-  const auto port = ctx_->spec.job.master_port + epoch_.value() % config::job_spec::master_port_span;
-  return (rank0_host_.empty() ? std::string{"127.0.0.1"} : rank0_host_) + ":" + std::to_string(port);
+host_port agent_actor::bootstrap() const {
+  return {rank0_host_.empty() ? std::string{"127.0.0.1"} : rank0_host_,
+          static_cast<std::uint16_t>(ctx_->spec.job.master_port + epoch_.value() % config::job_spec::master_port_span)};
+}
+
+void agent_actor::register_program(const worker& w) {
+  // A program's data plane is its own (its process group): it is ready as soon as it runs, or
+  // is told its rank.
+  if (w.rank)
+    to_supervisor(rank_ready{epoch_, *w.rank, ctx_->node, w.local_index, static_cast<std::uint32_t>(w.pid), {}});
 }
 
 void agent_actor::stop_worker(worker& w, int signal, const std::string& why) {
@@ -349,8 +363,8 @@ void agent_actor::spawn_worker(std::uint32_t local_index) {
     spdlog::info("agent activates standby pid={} as local rank {} epoch={}", placed.pid, local_index, epoch_.value());
     to_worker(placed, worker_activate{local_index});
     assign_worker(placed);
-    if (placed.external && placed.rank)
-      to_supervisor(rank_ready{epoch_, *placed.rank, ctx_->node, local_index, static_cast<std::uint32_t>(placed.pid), {}});
+    if (placed.external)
+      register_program(placed);
     return;
   }
   if (ctx_->spec.job.external()) {
@@ -401,11 +415,10 @@ void agent_actor::spawn_program(std::uint32_t local_index) {
   w.world = world_;
   w.last_heartbeat = ctx_->time->now();
   w.pid = pid;
-  workers_[local_index] = w;
   spdlog::info("agent started the program of rank {} local={} pid={} epoch={}", rank.value(), local_index, pid,
                epoch_.value());
   // Started is as registered as a program without the API gets.
-  to_supervisor(rank_ready{epoch_, rank, ctx_->node, local_index, static_cast<std::uint32_t>(pid), {}});
+  register_program(workers_[local_index] = w);
 }
 
 std::int32_t agent_actor::start_program(std::optional<std::uint32_t> local_index) {
@@ -433,13 +446,12 @@ std::int32_t agent_actor::start_program(std::optional<std::uint32_t> local_index
   if (a) {
     // The torchrun environment of this rank in this epoch. A standby has none yet: it learns its
     // rank from the worker API when it is activated.
-    const auto bootstrap = bootstrap_address();
-    const auto colon = bootstrap.rfind(':');
+    const auto meet = bootstrap();
     o.env = {{"RANK", std::to_string(a->rank.value())},
              {"LOCAL_RANK", std::to_string(*local_index)},
              {"WORLD_SIZE", std::to_string(world_)},
-             {"MASTER_ADDR", bootstrap.substr(0, colon)},
-             {"MASTER_PORT", bootstrap.substr(colon + 1)},
+             {"MASTER_ADDR", meet.host},
+             {"MASTER_PORT", std::to_string(meet.port)},
              {"TORCHELASTIC_RESTART_COUNT", std::to_string(epoch_.value() - 1)},
              {"REKINDLE_EPOCH", std::to_string(epoch_.value())}};
   } else {

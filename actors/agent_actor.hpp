@@ -9,6 +9,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
+#include "common/text.hpp"
 
 namespace rekindle::actors {
 
@@ -52,8 +53,10 @@ class agent_actor : public caf::event_based_actor {
     bool leaving = false;
   };
 
-  /// host:port where programs' process groups meet in the current epoch.
-  [[nodiscard]] std::string bootstrap_address() const;
+  /// Where programs' process groups meet in the current epoch (MASTER_ADDR, MASTER_PORT).
+  [[nodiscard]] host_port bootstrap() const;
+  /// Tells the supervisor a program's rank is ready (a program has no data-plane address for it).
+  void register_program(const worker& w);
 
   void connect_to_supervisor();
   void on_supervisor_up(transport::peer_id peer);

@@ -7,8 +7,6 @@
 #include <cstring>
 #include <thread>
 
-#include "storage/shard_file.hpp"
-#include "common/checksum.hpp"
 #include "training/state.hpp"
 #include "training/training_task.hpp"
 

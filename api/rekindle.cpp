@@ -17,6 +17,7 @@
 
 #include "actors/rank_session.hpp"
 #include "common/logging.hpp"
+#include "common/text.hpp"
 #include "config/load.hpp"
 #include "storage/named_buffers.hpp"
 #include "storage/shard_file.hpp"
@@ -45,10 +46,10 @@ struct rk_rank {
   std::optional<clock_type::time_point> last_step;
   std::int64_t snapshot_ns = 0;
   std::string error;
-  std::string bootstrap_host;
+  /// This epoch's MASTER_ADDR and MASTER_PORT.
+  host_port bootstrap;
   /// The NUL-terminated copy of a buffer's name rk_restore_entry hands out.
   std::string name_copy;
-  std::uint16_t bootstrap_port = 0;
 };
 
 namespace {
@@ -91,9 +92,8 @@ epoch_t epoch_of(const actors::rank_session::command& c) {
 void take_assignment(rk_rank* rk, const actors::worker_assignment& a) {
   rk->assignment = a;
   rk->session->enter(a);
-  const auto colon = a.bootstrap.rfind(':');
-  rk->bootstrap_host = a.bootstrap.substr(0, colon);
-  rk->bootstrap_port = colon == std::string::npos ? 0 : static_cast<std::uint16_t>(std::atoi(a.bootstrap.c_str() + colon + 1));
+  auto meet = parse_host_port(a.bootstrap);
+  rk->bootstrap = meet ? std::move(*meet) : host_port{};
 }
 
 /// Takes commands until the start of an epoch newer than `after` (its assignment, then its
@@ -325,8 +325,8 @@ int rk_info_get(const rk_rank* crk, rk_info* out) {
     out->epoch = rk->assignment.epoch.value();
     out->restore_step = rk->start.restore_step.value();
     out->restore_world = rk->start.restore_world;
-    std::snprintf(out->master_addr, sizeof out->master_addr, "%s", rk->bootstrap_host.c_str());
-    out->master_port = rk->bootstrap_port;
+    std::snprintf(out->master_addr, sizeof out->master_addr, "%s", rk->bootstrap.host.c_str());
+    out->master_port = rk->bootstrap.port;
     out->snapshot_every = spec.checkpoint.snapshot_every;
     out->state_bytes = rk->session->slot() ? rk->session->slot()->capacity() : 0;
     const auto ms = [](std::chrono::nanoseconds d) {

@@ -237,9 +237,7 @@ class Rank:
         cannot be another rank's failure (not a RuntimeError), and when no new epoch comes.
         Finished when the job ended."""
         if error is not None and not isinstance(error, (Reconfigure, RuntimeError)):
-            raise error
-        if isinstance(error, Finished):
-            raise error
+            raise error  # a bug of the program's, or Finished
         # This rank leaves the old group at once: its connections close, so that ranks still
         # waiting inside a collective with it fail out of it too, rather than after the timeout.
         if error is not None and error.__traceback__ is not None:
