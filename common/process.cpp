@@ -52,6 +52,9 @@ expected<pid_t> spawn_child(const std::vector<std::string>& argv, const child_op
       dup2(fd, 1);
       dup2(fd, 2);
     }
+    // Nothing of the parent's leaks into the child: UCX opens its sockets without close-on-exec,
+    // and a child holding a daemon's listening socket would keep its port after the daemon died.
+    (void)close_range(3, ~0U, 0);
     for (const auto& [name, value] : options.env)
       setenv(name.c_str(), value.c_str(), 1);
     if (!options.workdir.empty() && chdir(options.workdir.c_str()) != 0)

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -37,25 +39,45 @@ using namespace std::chrono_literals;
 
 constexpr unsigned frame_am_id = 7;
 
-// Frame types of the transport itself.
+// Frame types of the transport itself. The handshake travels on the TCP connection; attached and
+// keep-alives as UCX active messages.
 enum reserved_type : std::uint16_t {
-  type_hello = first_reserved_type,  // client → server: client nonce, name
-  type_challenge,                    // server → client: server nonce
-  type_auth,                         // client → server: client proof
-  type_welcome,                      // server → client: role, server proof, name
-  type_refused,                      // server → client: reason
-  type_keepalive,                    // either way, when idle
+  type_hello = first_reserved_type,  // TCP, client → server: client nonce, name
+  type_challenge,                    // TCP, server → client: server nonce
+  type_auth,                         // TCP, client → server: client proof
+  type_welcome,                      // TCP, server → client: role, server proof, name, ticket
+  type_refused,                      // TCP, server → client: reason
+  type_keepalive,                    // UCX, either way, when idle
+  type_ready,                        // TCP, client → server: the port of its one-shot UCX listener
+  type_attached,                     // UCX, server → client: the ticket of the welcome
 };
 
-bool is_handshake(std::uint16_t type) {
-  return type >= type_hello && type <= type_refused;
-}
+// UCX endpoints a client accepts on its one-shot listener while it waits for the server's
+// attached; the first that presents the ticket is the server's.
+constexpr std::size_t max_candidate_endpoints = 4;
+
+// A handshake frame's payload is small: the largest, welcome, carries a UCX worker address.
+constexpr std::uint64_t max_handshake_payload = 64 * 1024;
+// Connections that have not proved a token yet, at most; a new one beyond closes the oldest.
+constexpr std::size_t max_pending_connections = 256;
+
+// epoll keys: the three fds of the messenger, then one per peer's TCP connection.
+constexpr std::uint64_t key_ucx = 1, key_wake = 2, key_listener = 3;
+constexpr std::uint64_t key_peer_bit = 1ull << 63;
 
 // Little helpers to build and read handshake payloads.
 class payload_writer {
  public:
   void bytes(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
   void u8(std::uint8_t v) { out_.push_back(std::byte{v}); }
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i)
+      u8(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i)
+      u8(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
   void string(std::string_view s) {
     const auto n = static_cast<std::uint8_t>(std::min<std::size_t>(s.size(), 255));
     u8(n);
@@ -84,6 +106,36 @@ class payload_reader {
     v = static_cast<std::uint8_t>(b);
     return true;
   }
+  bool u32(std::uint32_t& v) {
+    v = 0;
+    for (int i = 0; i < 4; ++i) {
+      std::uint8_t b = 0;
+      if (!u8(b))
+        return false;
+      v |= static_cast<std::uint32_t>(b) << (8 * i);
+    }
+    return true;
+  }
+  bool u64(std::uint64_t& v) {
+    v = 0;
+    for (int i = 0; i < 8; ++i) {
+      std::uint8_t b = 0;
+      if (!u8(b))
+        return false;
+      v |= static_cast<std::uint64_t>(b) << (8 * i);
+    }
+    return true;
+  }
+  // `n` bytes, at most `max`.
+  bool blob(std::vector<std::byte>& out, std::size_t max) {
+    std::uint32_t n = 0;
+    if (!u32(n) || n > max || in_.size() < n)
+      return false;
+    out.assign(in_.begin(), in_.begin() + n);
+    in_ = in_.subspan(n);
+    return true;
+  }
+  [[nodiscard]] bool empty() const noexcept { return in_.empty(); }
   bool string(std::string& s) {
     std::uint8_t n = 0;
     if (!u8(n) || in_.size() < n)
@@ -111,6 +163,8 @@ expected<sockaddr_storage> resolve(const std::string& host, std::uint16_t port) 
   freeaddrinfo(result);
   return out;
 }
+
+std::string errno_text(int e) { return std::strerror(e); }
 
 std::string describe(const sockaddr_storage& addr) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -149,20 +203,15 @@ class messenger::impl {
     am.cb = &impl::am_callback;
     am.arg = this;
     RK_RETURN_IF_ERROR(ucx_status(ucp_worker_set_am_recv_handler(worker_->get(), &am), "registering the frame handler"));
-    if (!options_.listen_host.empty())
-      RK_RETURN_IF_ERROR(listen());
     RK_ASSIGN_OR_RETURN(int efd, worker_->event_fd());
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
     if (wake_fd_ < 0 || epoll_fd_ < 0)
       return status{errc::io_error, std::string{"creating the messenger's event fds: "} + std::strerror(errno)};
-    for (int fd : {efd, wake_fd_}) {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.fd = fd;
-      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
-        return status{errc::io_error, std::string{"epoll_ctl: "} + std::strerror(errno)};
-    }
+    RK_RETURN_IF_ERROR(watch(efd, key_ucx, EPOLLIN));
+    RK_RETURN_IF_ERROR(watch(wake_fd_, key_wake, EPOLLIN));
+    if (!options_.listen_host.empty())
+      RK_RETURN_IF_ERROR(listen());
     thread_ = std::thread([this] { run(); });
     return {};
   }
@@ -186,6 +235,9 @@ class messenger::impl {
     stopping_.store(true);
     wake();
     thread_.join();
+    if (listen_fd_ >= 0)
+      ::close(listen_fd_);
+    listen_fd_ = -1;
     if (wake_fd_ >= 0)
       ::close(wake_fd_);
     if (epoll_fd_ >= 0)
@@ -210,38 +262,31 @@ class messenger::impl {
 
   // ---- called on the loop thread -------------------------------------------------------------
 
+  // Opens the TCP connection the handshake runs on; the rest follows in on_socket.
   void do_connect(const std::string& host, std::uint16_t port, std::function<void(expected<peer_info>)> done) {
+    const auto remote = host + ":" + std::to_string(port);
     auto addr = resolve(host, port);
     if (!addr) {
       defer([done = std::move(done), err = addr.error()] { done(err); });
       return;
     }
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&*addr);
-    params.sockaddr.addrlen = addr->ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    // Control endpoints want to hear about a dead peer at once.
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = &impl::error_callback;
-    params.err_handler.arg = this;
-    ucp_ep_h ep = nullptr;
-    if (auto s = ucp_ep_create(worker_->get(), &params, &ep); s != UCS_OK) {
-      defer([done = std::move(done), err = ucx_status(s, "connecting to " + host + ":" + std::to_string(port))] {
+    const int fd = ::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    const socklen_t len = addr->ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (fd < 0 || (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), len) != 0 && errno != EINPROGRESS)) {
+      const int e = errno;
+      if (fd >= 0)
+        ::close(fd);
+      defer([done = std::move(done), err = status{errc::peer_failed, "connecting to " + remote + ": " + errno_text(e)}] {
         done(err);
       });
       return;
     }
-    auto& p = add_peer(ep, true);
-    p.remote = host + ":" + std::to_string(port);
+    auto& p = add_peer(fd, true);
+    p.remote = remote;
     p.connect_done = std::move(done);
-    p.client_nonce = random_nonce();
-    p.state = peer_state::awaiting_challenge;
-    payload_writer w;
-    w.bytes(p.client_nonce);
-    w.string(options_.name);
-    send_internal(p, type_hello, shared_bytes{w.take()});
+    p.state = peer_state::connecting;
+    if (auto s = watch(fd, key_peer_bit | p.info.id.value(), EPOLLIN | EPOLLOUT | EPOLLRDHUP); !s.ok())
+      drop_peer(p, std::move(s));
   }
 
   void do_send(peer_id to, frame f, std::function<void(status)> done) {
@@ -280,16 +325,28 @@ class messenger::impl {
 
  private:
   enum class peer_state {
+    connecting,          // client: TCP connect in progress
     awaiting_hello,      // server: connection accepted
     awaiting_challenge,  // client: hello sent
     awaiting_auth,       // server: challenge sent
     awaiting_welcome,    // client: auth sent
+    awaiting_ready,      // server: welcome sent, waiting for the client's listener port
+    awaiting_attached,   // client: ready sent, waiting for the server's endpoint to present the ticket
     up,
   };
 
   struct peer {
     peer_info info;
+    // The TCP connection of the handshake, kept open while the peer lives: its end is the peer's.
+    int fd = -1;
+    std::vector<std::byte> in, out;
+    std::uint64_t ticket = 0;
     ucp_ep_h ep = nullptr;
+    // Client: the one-shot listener the server connects its UCX endpoint to, and the endpoints it
+    // accepted that have not presented the ticket yet.
+    ucp_listener_h listener = nullptr;
+    std::unique_ptr<std::pair<impl*, std::uint64_t>> listener_arg;
+    std::vector<ucp_ep_h> candidates;
     peer_state state = peer_state::awaiting_hello;
     std::string remote;
     nonce client_nonce{};
@@ -318,25 +375,237 @@ class messenger::impl {
     std::vector<std::byte> buffer;
   };
 
-  status listen() {
-    RK_ASSIGN_OR_RETURN(auto addr, resolve(options_.listen_host, options_.listen_port));
-    ucp_listener_params_t params{};
-    params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
-    params.sockaddr.addrlen = addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    params.conn_handler.cb = &impl::conn_callback;
-    params.conn_handler.arg = this;
-    ucp_listener_h listener = nullptr;
-    if (auto s = ucp_listener_create(worker_->get(), &params, &listener); s != UCS_OK)
-      return ucx_status(s, "listening on " + options_.listen_host + ":" + std::to_string(options_.listen_port));
-    listener_ = listener;
-    ucp_listener_attr_t attr{};
-    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-    if (auto s = ucp_listener_query(listener_, &attr); s != UCS_OK)
-      return ucx_status(s, "querying the listener's port");
-    port_ = attr.sockaddr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&attr.sockaddr)->sin6_port)
-                                                : ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+  status watch(int fd, std::uint64_t key, std::uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = key;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+      return status{errc::io_error, "epoll_ctl: " + errno_text(errno)};
     return {};
+  }
+
+  // The daemon's port is a plain TCP listener of this process: nothing a peer sends reaches UCX
+  // before the peer has proved it holds a token.
+  status listen() {
+    const auto where = options_.listen_host + ":" + std::to_string(options_.listen_port);
+    RK_ASSIGN_OR_RETURN(auto addr, resolve(options_.listen_host, options_.listen_port));
+    listen_fd_ = ::socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0)
+      return status{errc::io_error, "listening on " + where + ": " + errno_text(errno)};
+    const int one = 1;
+    (void)::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    const socklen_t len = addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    if (::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&addr), len) != 0 || ::listen(listen_fd_, 512) != 0) {
+      const int e = errno;
+      return status{e == EADDRINUSE ? errc::unavailable : errc::io_error, "listening on " + where + ": " + errno_text(e)};
+    }
+    sockaddr_storage bound{};
+    socklen_t bound_len = sizeof bound;
+    if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&bound), &bound_len) != 0)
+      return status{errc::io_error, "querying the listener's port: " + errno_text(errno)};
+    port_ = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+                                        : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+    return watch(listen_fd_, key_listener, EPOLLIN);
+  }
+
+  void on_listener() {
+    for (int i = 0; i < 64; ++i) {
+      sockaddr_storage from{};
+      socklen_t len = sizeof from;
+      const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0)
+        return;
+      // A flood of connections that never authenticate evicts its own oldest, so a real peer,
+      // whose handshake takes a round trip or two, still gets through.
+      if (auto oldest = oldest_pending(); oldest != nullptr) {
+        peers_refused_.fetch_add(1);
+        const auto now = clock_type::now();
+        if (now - last_overflow_log_ > 1s) {
+          spdlog::warn("connection from {} closed: {} connections have not completed the handshake", oldest->remote,
+                       max_pending_connections);
+          last_overflow_log_ = now;
+        }
+        drop_peer(*oldest, status{errc::resource_exhausted, "too many connections in the handshake"});
+      }
+      auto& p = add_peer(fd, false);
+      p.remote = describe(from);
+      p.state = peer_state::awaiting_hello;
+      if (auto s = watch(fd, key_peer_bit | p.info.id.value(), EPOLLIN | EPOLLRDHUP); !s.ok())
+        drop_peer(p, std::move(s));
+    }
+  }
+
+  // The oldest inbound connection that has not proved a token yet, when there are too many.
+  peer* oldest_pending() {
+    std::size_t n = 0;
+    peer* oldest = nullptr;
+    for (auto& [id, p] : peers_) {
+      if (p.info.outbound || (p.state != peer_state::awaiting_hello && p.state != peer_state::awaiting_auth))
+        continue;
+      ++n;
+      if (oldest == nullptr || p.created < oldest->created)
+        oldest = &p;
+    }
+    return n >= max_pending_connections ? oldest : nullptr;
+  }
+
+  // Waits up to `timeout_ms` for socket events and handles them; true when there were any but
+  // the UCX worker's.
+  bool poll_sockets(int timeout_ms) {
+    epoll_event events[64];
+    const int n = epoll_wait(epoll_fd_, events, 64, timeout_ms);
+    bool any = false;
+    for (int i = 0; i < n; ++i) {
+      const auto key = events[i].data.u64;
+      if (key == key_ucx)
+        continue;
+      any = true;
+      if (key == key_wake) {
+        std::uint64_t drained = 0;
+        while (::read(wake_fd_, &drained, sizeof drained) > 0) {
+        }
+      } else if (key == key_listener) {
+        on_listener();
+      } else if ((key & key_peer_bit) != 0) {
+        if (auto it = peers_.find(key & ~key_peer_bit); it != peers_.end())
+          on_socket(it->second, events[i].events);
+      }
+    }
+    return any;
+  }
+
+  void on_socket(peer& p, std::uint32_t events) {
+    if (p.state == peer_state::connecting) {
+      if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) == 0)
+        return;
+      int err = 0;
+      socklen_t len = sizeof err;
+      (void)::getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0)
+        return drop_peer(p, status{errc::peer_failed, "connecting to " + p.remote + ": " + errno_text(err)});
+      p.client_nonce = random_nonce();
+      p.state = peer_state::awaiting_challenge;
+      payload_writer w;
+      w.bytes(p.client_nonce);
+      w.string(options_.name);
+      if (!tcp_send(p, type_hello, w.take()))
+        return;
+    }
+    if ((events & EPOLLOUT) != 0 && !flush(p))
+      return;
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0)
+      return;
+    std::byte buf[4096];
+    while (true) {
+      const auto n = ::recv(p.fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) {
+        if (p.state == peer_state::up || p.state == peer_state::awaiting_attached)
+          return handshake_failed(p, "bytes after the handshake on the connection from " + p.remote);
+        p.in.insert(p.in.end(), buf, buf + n);
+        if (!parse_tcp(p))
+          return;
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return;
+      if (n < 0 && errno == EINTR)
+        continue;
+      const auto why = n == 0 ? std::string{"closed"} : errno_text(errno);
+      if (p.state == peer_state::up)
+        return drop_peer(p, status{errc::peer_failed, "connection to " + (p.info.name.empty() ? p.remote : p.info.name) +
+                                                          " " + why});
+      return drop_peer(p, status{errc::peer_failed, "the connection to " + p.remote + " " + why + " during the handshake"});
+    }
+  }
+
+  // Reads whole handshake frames from p.in; false when the peer was dropped.
+  bool parse_tcp(peer& p) {
+    while (p.in.size() >= sizeof frame_magic) {
+      std::uint32_t magic = 0;
+      for (std::size_t i = 0; i < sizeof magic; ++i)
+        magic |= static_cast<std::uint32_t>(p.in[i]) << (8 * i);
+      if (magic != frame_magic) {
+        count_drop(drop_reason::bad_magic);
+        handshake_failed(p, "malformed handshake frame from " + p.remote + ": not a rekindle frame");
+        return false;
+      }
+      if (p.in.size() < frame_fixed_size)
+        return true;
+      const auto src_len = static_cast<std::size_t>(p.in[40]);
+      const auto dst_len = static_cast<std::size_t>(p.in[41]);
+      if (src_len > max_actor_name || dst_len > max_actor_name) {
+        count_drop(drop_reason::bad_header);
+        handshake_failed(p, "malformed handshake frame from " + p.remote + ": actor name too long");
+        return false;
+      }
+      const auto header_size = frame_fixed_size + src_len + dst_len;
+      if (p.in.size() < header_size)
+        return true;
+      frame_header h;
+      std::string detail;
+      if (const auto r = decode_header({p.in.data(), header_size}, max_handshake_payload, h, &detail);
+          r != drop_reason::none) {
+        count_drop(r);
+        handshake_failed(p, "malformed handshake frame from " + p.remote + ": " + std::string{to_string(r)} +
+                                (detail.empty() ? "" : " (" + detail + ")"));
+        return false;
+      }
+      if (p.in.size() - header_size < h.payload_length)
+        return true;
+      const std::span<const std::byte> payload{p.in.data() + header_size, static_cast<std::size_t>(h.payload_length)};
+      if (const auto r = check_payload(h, payload); r != drop_reason::none) {
+        count_drop(r);
+        handshake_failed(p, "malformed handshake frame from " + p.remote + ": " + std::string{to_string(r)});
+        return false;
+      }
+      std::vector<std::byte> body(payload.begin(), payload.end());
+      p.in.erase(p.in.begin(), p.in.begin() + static_cast<std::ptrdiff_t>(header_size + h.payload_length));
+      frames_received_.fetch_add(1);
+      bytes_received_.fetch_add(header_size + h.payload_length);
+      if (is_cut(h.src_node)) {
+        count_drop(drop_reason::partitioned);
+        continue;
+      }
+      const auto id = p.info.id.value();
+      handle_handshake(p, h, body);
+      if (!peers_.contains(id))
+        return false;
+    }
+    return true;
+  }
+
+  // Queues a handshake frame on the TCP connection; false when the peer was dropped.
+  bool tcp_send(peer& p, std::uint16_t type, std::vector<std::byte> payload) {
+    frame_header h;
+    h.type = type;
+    h.src_node = options_.node;
+    const auto header = encode_header(h, payload);
+    p.out.insert(p.out.end(), header.begin(), header.end());
+    p.out.insert(p.out.end(), payload.begin(), payload.end());
+    frames_sent_.fetch_add(1);
+    bytes_sent_.fetch_add(header.size() + payload.size());
+    return flush(p);
+  }
+
+  // Writes what the socket takes now; the rest waits for EPOLLOUT. False when the peer was dropped.
+  bool flush(peer& p) {
+    while (!p.out.empty()) {
+      const auto n = ::send(p.fd, p.out.data(), p.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        break;
+      if (n < 0) {
+        drop_peer(p, status{errc::peer_failed, "writing to " + p.remote + ": " + errno_text(errno)});
+        return false;
+      }
+      p.out.erase(p.out.begin(), p.out.begin() + n);
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | (p.out.empty() ? 0u : static_cast<std::uint32_t>(EPOLLOUT));
+    ev.data.u64 = key_peer_bit | p.info.id.value();
+    (void)epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, p.fd, &ev);
+    return true;
   }
 
   void wake() noexcept {
@@ -389,6 +658,8 @@ class messenger::impl {
         f();
         active = true;
       }
+      if (poll_sockets(0))
+        active = true;
       const auto now = clock_type::now();
       if (now >= next_tick) {
         tick(now);
@@ -409,11 +680,7 @@ class messenger::impl {
       if (s == UCS_ERR_BUSY)
         continue;
       const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_tick - clock_type::now());
-      epoll_event events[2];
-      (void)epoll_wait(epoll_fd_, events, 2, static_cast<int>(std::max<std::int64_t>(wait.count(), 0)));
-      std::uint64_t drained = 0;
-      while (::read(wake_fd_, &drained, sizeof drained) > 0) {
-      }
+      (void)poll_sockets(static_cast<int>(std::max<std::int64_t>(wait.count(), 0)));
     }
     close_all();
   }
@@ -454,15 +721,19 @@ class messenger::impl {
     }
   }
 
-  peer& add_peer(ucp_ep_h ep, bool outbound) {
+  peer& add_peer(int fd, bool outbound) {
     const std::uint64_t id = next_peer_++;
     auto& p = peers_[id];
     p.info.id = peer_id{id};
     p.info.outbound = outbound;
-    p.ep = ep;
+    p.fd = fd;
     p.created = p.last_recv = p.last_send = clock_type::now();
-    by_ep_[ep] = id;
     return p;
+  }
+
+  void attach_endpoint(peer& p, ucp_ep_h ep) {
+    p.ep = ep;
+    by_ep_[ep] = p.info.id.value();
   }
 
   // Removes the peer, force-closes its endpoint and reports the loss. The peer leaves the tables
@@ -470,9 +741,19 @@ class messenger::impl {
   void drop_peer(peer& p, status why) {
     peer gone = std::move(p);
     const auto id = gone.info.id.value();
-    by_ep_.erase(gone.ep);
     peers_.erase(id);
-    close_endpoint(gone.ep, true);
+    if (gone.fd >= 0)
+      ::close(gone.fd);
+    for (auto c : gone.candidates) {
+      by_ep_.erase(c);
+      close_endpoint(c, true);
+    }
+    if (gone.listener != nullptr)
+      ucp_listener_destroy(gone.listener);
+    if (gone.ep != nullptr) {
+      by_ep_.erase(gone.ep);
+      close_endpoint(gone.ep, true);
+    }
     if (gone.state == peer_state::up) {
       peers_lost_.fetch_add(1);
       spdlog::info("peer down peer={} name=\"{}\" reason=\"{}\"", id, gone.info.name, why.message());
@@ -496,10 +777,6 @@ class messenger::impl {
   void close_all() {
     while (!peers_.empty())
       drop_peer(peers_.begin()->second, status{errc::aborted, "messenger shut down"});
-    if (listener_ != nullptr) {
-      ucp_listener_destroy(listener_);
-      listener_ = nullptr;
-    }
     const auto deadline = clock_type::now() + 2s;
     while (!closing_.empty() && clock_type::now() < deadline) {
       ucp_worker_progress(worker_->get());
@@ -576,31 +853,13 @@ class messenger::impl {
     if (it == self->by_ep_.end())
       return;
     auto& p = self->peers_.at(it->second);
-    self->drop_peer(p, ucx_status(s, "connection to " + (p.info.name.empty() ? p.remote : p.info.name)));
-  }
-
-  static void conn_callback(ucp_conn_request_h request, void* arg) {
-    auto* self = static_cast<impl*>(arg);
-    std::string remote = "?";
-    ucp_conn_request_attr_t attr{};
-    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-    if (ucp_conn_request_query(request, &attr) == UCS_OK)
-      remote = describe(attr.client_address);
-    ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    params.conn_request = request;
-    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    params.err_handler.cb = &impl::error_callback;
-    params.err_handler.arg = self;
-    ucp_ep_h ep = nullptr;
-    if (auto s = ucp_ep_create(self->worker_->get(), &params, &ep); s != UCS_OK) {
-      spdlog::warn("connection refused remote={} reason=\"{}\"", remote, ucs_status_string(s));
+    if (p.ep != ep) {  // an endpoint that never presented the ticket
+      self->by_ep_.erase(it);
+      std::erase(p.candidates, ep);
+      self->close_endpoint(ep, true);
       return;
     }
-    auto& p = self->add_peer(ep, false);
-    p.remote = remote;
-    p.state = peer_state::awaiting_hello;
+    self->drop_peer(p, ucx_status(s, "connection to " + (p.info.name.empty() ? p.remote : p.info.name)));
   }
 
   static ucs_status_t am_callback(void* arg, const void* header, std::size_t header_length, void* data,
@@ -633,7 +892,11 @@ class messenger::impl {
              "header says " + std::to_string(h.payload_length) + " payload bytes, " + std::to_string(length) + " arrived");
       return UCS_OK;
     }
-    if (p->state != peer_state::up && !is_handshake(h.type)) {
+    if (p->state == peer_state::awaiting_attached) {
+      accept_attached(*p, param->reply_ep, h, {static_cast<const std::byte*>(data), length});
+      return UCS_OK;
+    }
+    if (p->state != peer_state::up) {
       reject(*p, drop_reason::unauthenticated, "frame type " + std::to_string(h.type) + " before the handshake");
       return UCS_OK;
     }
@@ -718,11 +981,14 @@ class messenger::impl {
     }
   }
 
-  void handle_transport_frame(peer& p, const frame_header& h, std::span<const std::byte> payload) {
+  void handle_transport_frame(peer&, const frame_header& h, std::span<const std::byte>) {
+    if (h.type != type_keepalive)
+      count_drop(drop_reason::bad_header);
+  }
+
+  void handle_handshake(peer& p, const frame_header& h, std::span<const std::byte> payload) {
     payload_reader r{payload};
     switch (h.type) {
-      case type_keepalive:
-        return;
       case type_hello: {
         if (p.state != peer_state::awaiting_hello || p.info.outbound)
           return handshake_failed(p, "unexpected hello");
@@ -733,7 +999,8 @@ class messenger::impl {
         p.state = peer_state::awaiting_auth;
         payload_writer w;
         w.bytes(p.server_nonce);
-        return send_internal(p, type_challenge, shared_bytes{w.take()});
+        (void)tcp_send(p, type_challenge, w.take());
+        return;
       }
       case type_challenge: {
         if (p.state != peer_state::awaiting_challenge)
@@ -743,7 +1010,8 @@ class messenger::impl {
         p.state = peer_state::awaiting_welcome;
         payload_writer w;
         w.bytes(make_proof(options_.token, "client", p.client_nonce, p.server_nonce));
-        return send_internal(p, type_auth, shared_bytes{w.take()});
+        (void)tcp_send(p, type_auth, w.take());
+        return;
       }
       case type_auth: {
         if (p.state != peer_state::awaiting_auth)
@@ -758,35 +1026,77 @@ class messenger::impl {
           spdlog::warn("peer refused remote={} name=\"{}\" reason=\"wrong cluster token\"", p.remote, p.info.name);
           payload_writer w;
           w.string("wrong cluster token");
-          send_internal(p, type_refused, shared_bytes{w.take()});
-          // Forget the peer now (nothing more it sends is read) and close once the refusal is out.
-          const auto ep = p.ep;
-          by_ep_.erase(ep);
-          peers_.erase(p.info.id.value());
-          close_endpoint(ep, false);
+          if (tcp_send(p, type_refused, w.take()))
+            drop_peer(p, status{errc::unauthenticated, "wrong cluster token"});
           return;
         }
         p.info.role = *role;
+        for (auto b : random_nonce())
+          p.ticket = (p.ticket << 8) | static_cast<std::uint8_t>(b);
         payload_writer w;
         w.u8(static_cast<std::uint8_t>(*role));
         const auto& key = *role == peer_role::admin ? options_.token : options_.readonly_token;
         w.bytes(make_proof(key, "server", p.client_nonce, p.server_nonce));
         w.string(options_.name);
-        send_internal(p, type_welcome, shared_bytes{w.take()});
-        return peer_up(p);
+        w.u64(p.ticket);
+        p.state = peer_state::awaiting_ready;
+        (void)tcp_send(p, type_welcome, w.take());
+        return;
       }
       case type_welcome: {
         if (p.state != peer_state::awaiting_welcome)
           return handshake_failed(p, "unexpected welcome");
         std::uint8_t role = 0;
         proof server_proof{};
-        if (!r.u8(role) || !r.bytes(server_proof) || !r.string(p.info.name) ||
+        if (!r.u8(role) || !r.bytes(server_proof) || !r.string(p.info.name) || !r.u64(p.ticket) || !r.empty() ||
             (role != static_cast<std::uint8_t>(peer_role::admin) && role != static_cast<std::uint8_t>(peer_role::readonly)))
           return handshake_failed(p, "malformed welcome");
         if (!proofs_equal(server_proof, make_proof(options_.token, "server", p.client_nonce, p.server_nonce)))
           return handshake_failed(p, "the server at " + p.remote + " could not prove it holds the cluster token");
         p.info.role = static_cast<peer_role>(role);
         p.info.node = h.src_node;
+        auto port = listen_once(p);
+        if (!port)
+          return drop_peer(p, port.error());
+        p.state = peer_state::awaiting_attached;
+        payload_writer w;
+        w.u32(*port);
+        (void)tcp_send(p, type_ready, w.take());
+        return;
+      }
+      case type_ready: {
+        if (p.state != peer_state::awaiting_ready)
+          return handshake_failed(p, "unexpected ready");
+        std::uint32_t port = 0;
+        if (!r.u32(port) || !r.empty() || port == 0 || port > 65535)
+          return handshake_failed(p, "malformed ready");
+        // The client proved it holds a token: this side connects UCX to the listener it opened
+        // for this connection, at the address its TCP connection came from.
+        sockaddr_storage addr{};
+        socklen_t len = sizeof addr;
+        if (::getpeername(p.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+          return drop_peer(p, status{errc::peer_failed, "the connection from " + p.remote + " is gone"});
+        if (addr.ss_family == AF_INET6)
+          reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(static_cast<std::uint16_t>(port));
+        else
+          reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(static_cast<std::uint16_t>(port));
+        ucp_ep_params_t params{};
+        params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+        params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+        params.sockaddr.addrlen = addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+        // Control endpoints want to hear about a dead peer at once.
+        params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        params.err_handler.cb = &impl::error_callback;
+        params.err_handler.arg = this;
+        ucp_ep_h ep = nullptr;
+        if (auto s = ucp_ep_create(worker_->get(), &params, &ep); s != UCS_OK)
+          return drop_peer(p, ucx_status(s, "connecting UCX to " + describe(addr)));
+        attach_endpoint(p, ep);
+        payload_writer w;
+        w.u64(p.ticket);
+        send_internal(p, type_attached, shared_bytes{w.take()});
         return peer_up(p);
       }
       case type_refused: {
@@ -796,8 +1106,107 @@ class messenger::impl {
       }
       default:
         count_drop(drop_reason::bad_header);
-        return;
+        return handshake_failed(p, "frame type " + std::to_string(h.type) + " during the handshake");
     }
+  }
+
+  // Client: a UCX listener for this connection alone, on the address its TCP connection leaves
+  // from (so UCX picks the device that reaches the server). It lives until the server's endpoint
+  // has presented the ticket.
+  expected<std::uint32_t> listen_once(peer& p) {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getsockname(p.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      return status{errc::io_error, "reading the local address of the connection to " + p.remote + ": " + errno_text(errno)};
+    if (addr.ss_family == AF_INET6)
+      reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = 0;
+    else
+      reinterpret_cast<sockaddr_in*>(&addr)->sin_port = 0;
+    p.listener_arg = std::make_unique<std::pair<impl*, std::uint64_t>>(this, p.info.id.value());
+    ucp_listener_params_t params{};
+    params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+    params.sockaddr.addrlen = addr.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    params.conn_handler.cb = &impl::conn_callback;
+    params.conn_handler.arg = p.listener_arg.get();
+    if (auto s = ucp_listener_create(worker_->get(), &params, &p.listener); s != UCS_OK) {
+      p.listener = nullptr;
+      return ucx_status(s, "opening a UCX listener for " + p.remote);
+    }
+    ucp_listener_attr_t attr{};
+    attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    if (auto s = ucp_listener_query(p.listener, &attr); s != UCS_OK)
+      return ucx_status(s, "querying a UCX listener's port");
+    return attr.sockaddr.ss_family == AF_INET6
+               ? ntohs(reinterpret_cast<const sockaddr_in6*>(&attr.sockaddr)->sin6_port)
+               : ntohs(reinterpret_cast<const sockaddr_in*>(&attr.sockaddr)->sin_port);
+  }
+
+  static bool same_host(const sockaddr_storage& a, const sockaddr_storage& b) {
+    if (a.ss_family != b.ss_family)
+      return false;
+    if (a.ss_family == AF_INET)
+      return reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr ==
+             reinterpret_cast<const sockaddr_in*>(&b)->sin_addr.s_addr;
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr, sizeof(in6_addr)) == 0;
+  }
+
+  static void conn_callback(ucp_conn_request_h request, void* arg) {
+    const auto [self, id] = *static_cast<std::pair<impl*, std::uint64_t>*>(arg);
+    auto it = self->peers_.find(id);
+    if (it == self->peers_.end() || it->second.listener == nullptr)
+      return;  // the listener is destroyed with its peer; nothing to accept
+    auto& p = it->second;
+    ucp_conn_request_attr_t attr{};
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    sockaddr_storage server{};
+    socklen_t len = sizeof server;
+    const bool known = ucp_conn_request_query(request, &attr) == UCS_OK &&
+                       ::getpeername(p.fd, reinterpret_cast<sockaddr*>(&server), &len) == 0 &&
+                       same_host(attr.client_address, server);
+    if (!known || p.state != peer_state::awaiting_attached || p.candidates.size() >= max_candidate_endpoints) {
+      self->count_drop(drop_reason::unauthenticated);
+      (void)ucp_listener_reject(p.listener, request);
+      return;
+    }
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.conn_request = request;
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &impl::error_callback;
+    params.err_handler.arg = self;
+    ucp_ep_h ep = nullptr;
+    if (auto s = ucp_ep_create(self->worker_->get(), &params, &ep); s != UCS_OK) {
+      spdlog::warn("UCX connection from {} refused reason=\"{}\"", p.remote, ucs_status_string(s));
+      return;
+    }
+    p.candidates.push_back(ep);
+    self->by_ep_[ep] = id;
+  }
+
+  // Client: a frame on an endpoint the one-shot listener accepted. The first attached with the
+  // welcome's ticket makes that endpoint the peer's; anything else is dropped.
+  void accept_attached(peer& p, ucp_ep_h from, const frame_header& h, std::span<const std::byte> payload) {
+    payload_reader r{payload};
+    std::uint64_t ticket = 0;
+    const bool ok = h.type == type_attached && check_payload(h, payload) == drop_reason::none && r.u64(ticket) &&
+                    r.empty() && ticket == p.ticket && std::find(p.candidates.begin(), p.candidates.end(), from) != p.candidates.end();
+    if (!ok) {
+      count_drop(drop_reason::unauthenticated);
+      return;
+    }
+    std::erase(p.candidates, from);
+    p.ep = from;
+    for (auto c : p.candidates) {
+      by_ep_.erase(c);
+      close_endpoint(c, true);
+    }
+    p.candidates.clear();
+    // The listener goes once UCX has returned from the callback that delivered this frame.
+    defer([listener = std::exchange(p.listener, nullptr)] { ucp_listener_destroy(listener); });
+    peer_up(p);
   }
 
   void peer_up(peer& p) {
@@ -812,8 +1221,17 @@ class messenger::impl {
       defer([this, info = p.info] { handlers_.on_peer_up(info); });
   }
 
+  // Logs at most one line a second, so a flood of bad connections cannot flood the log.
   void handshake_failed(peer& p, const std::string& why) {
-    spdlog::warn("handshake failed remote={} reason=\"{}\"", p.remote, why);
+    const auto now = clock_type::now();
+    if (now - last_handshake_log_ >= 1s) {
+      spdlog::warn("handshake failed remote={} reason=\"{}\" not_logged_since_last={}", p.remote, why,
+                   handshake_failures_not_logged_);
+      last_handshake_log_ = now;
+      handshake_failures_not_logged_ = 0;
+    } else {
+      ++handshake_failures_not_logged_;
+    }
     drop_peer(p, status{errc::unauthenticated, why});
   }
 
@@ -821,7 +1239,10 @@ class messenger::impl {
   messenger_handlers handlers_;
   std::optional<ucx_context> context_;
   std::optional<ucx_worker> worker_;
-  ucp_listener_h listener_ = nullptr;
+  int listen_fd_ = -1;
+  clock_type::time_point last_overflow_log_{};
+  clock_type::time_point last_handshake_log_{};
+  std::uint64_t handshake_failures_not_logged_ = 0;
   std::uint16_t port_ = 0;
   int wake_fd_ = -1;
   int epoll_fd_ = -1;
@@ -836,6 +1257,7 @@ class messenger::impl {
   std::deque<std::function<void()>> deferred_;
   std::unordered_map<std::uint64_t, peer> peers_;
   std::unordered_map<ucp_ep_h, std::uint64_t> by_ep_;
+
   std::vector<void*> closing_;
   std::uint64_t next_peer_ = 1;
 

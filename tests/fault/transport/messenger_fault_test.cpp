@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <condition_variable>
+#include <random>
+#include <thread>
 #include <fstream>
 #include <mutex>
 
@@ -107,6 +110,52 @@ TEST(messenger_fault, a_stopped_peer_is_lost_after_the_keepalive_timeout) {
   EXPECT_EQ(c.down->code(), errc::timeout) << *c.down;
   EXPECT_GE(*t, 500ms) << "reported before the timeout";
   EXPECT_LE(*t, 600ms + 2000ms);
+}
+
+// Processes killed at every point of their connection (TCP handshake, UCX wire-up, first frames)
+// must never take the other side with them: a client killed while connecting to this process,
+// and this process connecting to a server killed under it.
+TEST(messenger_fault, processes_killed_while_connecting_never_take_the_other_side_down) {
+  testing::temp_dir dir{"rekindle-messenger-kill"};
+  messenger_options o;
+  o.name = "survivor";
+  o.listen_host = "127.0.0.1";
+  o.token = token;
+  o.net_devices = "lo";
+  std::atomic<int> frames{0};
+  auto m = messenger::start(o, {.on_frame = [&](const peer_info&, frame&&) { frames.fetch_add(1); }});
+  ASSERT_TRUE(m) << m.error();
+  const auto port = (*m)->port();
+  std::mt19937 rng{5};
+  for (int i = 0; i < 30; ++i) {
+    testing::child_process client{{(testing::bin_dir() / "tools/transport_peer").string(), "--token", token,
+                                   "--connect", std::to_string(port)},
+                                  dir.path() / ("client-" + std::to_string(i) + ".log")};
+    std::this_thread::sleep_for(std::chrono::microseconds{rng() % 60000});
+    client.signal(SIGKILL);
+    ASSERT_TRUE(client.wait_for(30s).has_value());
+  }
+  for (int i = 0; i < 30; ++i) {
+    const auto port_file = dir.path() / ("port-" + std::to_string(i));
+    testing::child_process server{{(testing::bin_dir() / "tools/transport_peer").string(), "--token", token,
+                                   "--port-file", port_file.string()},
+                                  dir.path() / ("server-" + std::to_string(i) + ".log")};
+    ASSERT_TRUE(testing::wait_until([&] { return std::filesystem::exists(port_file); }, 60s));
+    std::uint16_t server_port = 0;
+    std::ifstream(port_file) >> server_port;
+    std::atomic<bool> done{false};
+    (*m)->connect("127.0.0.1", server_port, [&](expected<peer_info>) { done = true; });
+    std::this_thread::sleep_for(std::chrono::microseconds{rng() % 3000});
+    server.signal(SIGKILL);
+    ASSERT_TRUE(server.wait_for(30s).has_value());
+    ASSERT_TRUE(testing::wait_until([&] { return done.load(); }, 30s)) << "a connection never ended";
+  }
+  // Still serving: a new client connects and its frames arrive.
+  testing::child_process client{{(testing::bin_dir() / "tools/transport_peer").string(), "--token", token,
+                                 "--connect", std::to_string(port)},
+                                dir.path() / "last-client.log"};
+  const int before = frames.load();
+  EXPECT_TRUE(testing::wait_until([&] { return frames.load() > before + 10; }, 60s));
 }
 
 }  // namespace

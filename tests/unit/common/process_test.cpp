@@ -41,6 +41,24 @@ TEST(process, child_output_and_environment_go_to_the_log) {
   EXPECT_EQ(testing::read_file(log), "hello world\noops\n");
 }
 
+// UCX opens its sockets without close-on-exec; a child must still see none of the parent's
+// descriptors, or it would keep a dead daemon's port open.
+TEST(process, a_child_inherits_no_descriptor_beyond_its_output) {
+  testing::temp_dir dir;
+  int leak[2] = {-1, -1};
+  ASSERT_EQ(::pipe(leak), 0);  // deliberately without O_CLOEXEC
+  const auto log = dir.path() / "child.log";
+  const auto probe = "for f in " + std::to_string(leak[0]) + " " + std::to_string(leak[1]) +
+                     "; do if [ -e /proc/$$/fd/$f ]; then echo open $f; fi; done; echo checked";
+  auto pid = spawn_child({"/bin/sh", "-c", probe}, {.log = log});
+  ASSERT_TRUE(pid.has_value()) << pid.error().message();
+  const int st = wait_exit(*pid);
+  ::close(leak[0]);
+  ::close(leak[1]);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(testing::read_file(log), "checked\n");
+}
+
 TEST(process, child_leads_its_own_group_and_the_group_dies_together) {
   testing::temp_dir dir;
   const auto pidfile = dir.path() / "grandchild.pid";
