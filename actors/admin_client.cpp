@@ -3,6 +3,8 @@
 #include <fstream>
 
 #include "actors/node_context.hpp"
+#include "common/files.hpp"
+#include "common/text.hpp"
 
 namespace rekindle::actors {
 
@@ -10,10 +12,9 @@ std::string find_supervisor(const config::spec& spec, const std::filesystem::pat
   const auto& sup = spec.nodes.at(spec.supervisor_node().value());
   if (sup.port != 0)
     return sup.host + ":" + std::to_string(sup.port);
-  std::ifstream in((data_dir.empty() ? spec.daemon.data_dir : data_dir) / "supervisor.addr");
-  std::string address;
-  in >> address;
-  return address;
+  const auto written = read_file_bounded((data_dir.empty() ? spec.daemon.data_dir : data_dir) / "supervisor.addr",
+                                         file_limits::small, "address file");
+  return written ? std::string{trim(*written)} : std::string{};
 }
 
 expected<std::unique_ptr<admin_client>> admin_client::connect(const config::spec& spec, const admin_target& target,
@@ -26,9 +27,9 @@ expected<std::unique_ptr<admin_client>> admin_client::connect(const config::spec
                                                     "supervisor.addr")
                                                        .string() +
                                          " does not exist (is the job running? or pass --connect HOST:PORT)"};
-  const auto colon = c->address_.rfind(':');
-  if (colon == std::string::npos)
-    return status{errc::invalid_argument, "'" + c->address_ + "' is not host:port"};
+  const auto to = parse_host_port(c->address_);
+  if (!to)
+    return status{errc::invalid_argument, to.error().message()};
   configure_actor_system(c->cfg_, 1);
   c->system_ = std::make_unique<caf::actor_system>(c->cfg_);
   transport::messenger_options o;
@@ -42,13 +43,7 @@ expected<std::unique_ptr<admin_client>> admin_client::connect(const config::spec
   RK_ASSIGN_OR_RETURN(c->bridge_, bridge::start(*c->system_, o));
   c->self_ = std::make_unique<caf::scoped_actor>(*c->system_);
   c->bridge_->expose("shell", caf::actor{*c->self_});
-  int port = 0;
-  try {
-    port = std::stoi(c->address_.substr(colon + 1));
-  } catch (const std::exception&) {
-    return status{errc::invalid_argument, "'" + c->address_ + "' is not host:port"};
-  }
-  auto peer = c->bridge_->connect_blocking(c->address_.substr(0, colon), static_cast<std::uint16_t>(port), timeout);
+  auto peer = c->bridge_->connect_blocking(to->host, to->port, timeout);
   if (!peer) {
     if (peer.error().code() == errc::unauthenticated)
       return status{errc::unauthenticated, "the supervisor at " + c->address_ + " refused this token: " + peer.error().message()};

@@ -80,8 +80,8 @@ void agent_actor::on_supervisor_up(transport::peer_id peer) {
   connecting_ = false;
   ctx_->supervisor->set(peer);
   spdlog::info("agent connected to the supervisor node={}", ctx_->node_name());
-  to_supervisor(node_hello{ctx_->node, ctx_->node_name(), ctx_->address,
-                                                         static_cast<std::uint32_t>(getpid())});
+  to_supervisor(node_hello{ctx_->node, ctx_->node_name(), ctx_->address, static_cast<std::uint32_t>(getpid()),
+                           reached_step_});
   caf::anon_send(checkpoint_, connect_atom::value);  // re-report what it holds
 }
 
@@ -179,8 +179,10 @@ caf::behavior agent_actor::make_behavior() {
       [this](const envelope&, const rank_trouble& t) { to_supervisor(t); },
       [this](const envelope&, const restore_failed& f) { to_supervisor(f); },
       [this](const envelope&, const progress_report& p) {
-        if (p.epoch == epoch_)
+        if (p.epoch == epoch_) {
           trained_epoch_ = epoch_;
+          reached_step_ = std::max(reached_step_, p.step.value());
+        }
         progress_.push_back(p);
         if (progress_.size() >= 64 || ctx_->time->now() - started_at_ < std::chrono::seconds{2})
           flush_progress();
@@ -267,10 +269,16 @@ caf::behavior agent_actor::make_behavior() {
           const bool failure = !w.retiring && !finished_ && w.rank && (sig != 0 || code != 0);
           spdlog::info("worker exited local={} pid={} rank={} {}{}", w.local_index, w.pid,
                        w.rank ? std::to_string(w.rank->value()) : "-", detail, failure ? "" : " (expected)");
+          // An exit is a fact about a process: a process the current epoch counts on (its slot is
+          // assigned the same rank now) ended in the current epoch, even when it died before it
+          // could be told of that epoch. Stamped with the epoch it last heard of, it would be
+          // dropped as old news and the epoch would wait for it until the rendezvous timeout.
+          const auto a = w.rank ? assignment_.find(w.local_index) : assignment_.end();
+          const epoch_t at = a != assignment_.end() && a->second.rank == *w.rank ? epoch_ : w.epoch;
           if (failure)
-            to_supervisor(rank_exited{w.epoch, *w.rank, ctx_->node, code, sig, detail, c.at_ns});
+            to_supervisor(rank_exited{at, *w.rank, ctx_->node, code, sig, detail, c.at_ns});
           else if (w.external && w.rank && !w.retiring && !finished_)
-            to_supervisor(rank_completed{w.epoch, *w.rank, ctx_->node});
+            to_supervisor(rank_completed{at, *w.rank, ctx_->node});
           workers_.erase(it);
           return;
         }
@@ -287,6 +295,7 @@ caf::behavior agent_actor::make_behavior() {
 
 void agent_actor::apply(const assign_ranks& a) {
   epoch_ = a.epoch;
+  reached_step_ = 0;  // the new epoch's ranks start again from its restore step
   world_ = a.world;
   rank0_host_ = a.rank0_host;
   ctx_->bridge->set_epoch(a.epoch);

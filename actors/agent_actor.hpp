@@ -112,6 +112,8 @@ class agent_actor : public caf::event_based_actor {
   /// after it (recoveries are measured to the first step), batched otherwise.
   /// The last epoch whose ranks reported a step (a standby is made only then).
   epoch_t trained_epoch_{0};
+  /// The furthest step a rank of this node reported in the current epoch (sent in node_hello).
+  std::uint64_t reached_step_ = 0;
   clock::time_point started_at_;
 };
 

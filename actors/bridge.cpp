@@ -166,6 +166,18 @@ void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
                  from.name);
     return;
   }
+  // Roles: a peer that connected here with the read-only token may ask, never command. Checked
+  // here, for every actor of the process, not by each receiver.
+  if (!from.outbound && from.role != transport::peer_role::admin && !read_only_may_send(msg)) {
+    refused_.fetch_add(1);
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    auto last = last_refusal_log_ns_.load();
+    if (now - last >= 1'000'000'000 && last_refusal_log_ns_.compare_exchange_strong(last, now))
+      spdlog::warn("message for '{}' from {} (node {}) refused: its token is read-only and it may only send admin "
+                   "requests; {} refused so far",
+                   f.header.dst_actor, from.name, from.node, refused_.load());
+    return;
+  }
   // The fence: a message of an older epoch is never delivered.
   if (const auto e = fenced_epoch(msg); e && e->value() < epoch_.load()) {
     messenger_->count_drop(transport::drop_reason::stale_epoch);

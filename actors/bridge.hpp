@@ -67,7 +67,8 @@ void register_bridge_types(caf::actor_system_config& cfg);
 /// (`fenced<T>`, messages.hpp), none otherwise. The receiving bridge checks the frame (the
 /// messenger already checked its integrity and the sender's token), deserialises it, drops a
 /// fenced message stamped older than the newest epoch this process has seen (`set_epoch`; counted
-/// as stale), and delivers `envelope` + the message to the local actor exposed under that name.
+/// as stale), refuses anything but an admin request from a peer that connected with the read-only
+/// token (read_only_may_send; counted as refused), and delivers `envelope` + the message to the local actor exposed under that name.
 /// This is the one fence: actors do not check epochs again. Bulk payloads (snapshots) travel next
 /// to a small header message, never through CAF serialisation.
 ///
@@ -88,6 +89,10 @@ class bridge {
   template <class T>
   void send(transport::peer_id peer, const std::string& from, const std::string& to, const T& msg) {
     send_message(peer, from, to, stamp_of(msg), caf::make_message(msg));
+  }
+  /// Sends a message made elsewhere (its stamp read from its first element, as the receiver will).
+  void send_made(transport::peer_id peer, const std::string& from, const std::string& to, const caf::message& msg) {
+    send_message(peer, from, to, fenced_epoch(msg).value_or(epoch_t{0}), msg);
   }
   /// As send, with `payload` delivered as bulk_payload after the envelope; `done` (optional)
   /// learns when the payload has left.
@@ -113,6 +118,8 @@ class bridge {
   [[nodiscard]] transport::messenger_stats stats() const noexcept;
   /// Frames that named an actor nobody exposed, or failed to deserialise.
   [[nodiscard]] std::uint64_t undeliverable() const noexcept { return undeliverable_.load(); }
+  /// Messages refused for the sender's role (read-only peers may only send admin requests).
+  [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(); }
 
   /// Stops the transport; later sends are dropped.
   void shutdown();
@@ -134,6 +141,8 @@ class bridge {
   std::vector<caf::actor> watchers_;
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::uint64_t> undeliverable_{0};
+  std::atomic<std::uint64_t> refused_{0};
+  std::atomic<std::int64_t> last_refusal_log_ns_{0};
 };
 
 }  // namespace rekindle::actors

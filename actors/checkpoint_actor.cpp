@@ -183,12 +183,19 @@ caf::behavior checkpoint_actor::make_behavior() {
 }
 
 void checkpoint_actor::report_all() {
+  std::uint32_t copies = 0;
   for (const auto& slot : slots_)
     for (const auto& h : slot.halves())
-      if (h)
+      if (h) {
         ctx_->supervisor->send("checkpoint", snapshot_held{h->epoch, h->rank, h->step, ctx_->node, copy_kind::local_slot});
-  for (const auto& r : window_.all())
+        ++copies;
+      }
+  for (const auto& r : window_.all()) {
     ctx_->supervisor->send("checkpoint", snapshot_held{r.epoch, r.rank, r.step, ctx_->node, copy_kind::buddy_replica});
+    ++copies;
+  }
+  // After them on the same connection: the supervisor knows this node's copies are all in.
+  ctx_->supervisor->send("checkpoint", holdings_reported{ctx_->node, copies});
 }
 
 void checkpoint_actor::with_peer(const std::string& address, std::function<void(expected<transport::peer_id>)> then) {

@@ -17,7 +17,7 @@ namespace {
 
 using wire_types = type_list<node_hello, node_heartbeat, rank_assignment, assign_ranks, abort_epoch, rank_ready,
                             restore_source, start_training, rank_exited, rank_completed, rank_trouble, progress_report, progress_batch,
-                            rank_restored, snapshot_held, snapshot_dropped, snapshot_committed, restore_failed, kill_request, fail_node, job_finished, worker_hello, worker_activate, worker_heartbeat,
+                            rank_restored, snapshot_held, holdings_reported, snapshot_dropped, snapshot_committed, restore_failed, kill_request, fail_node, job_finished, worker_hello, worker_activate, worker_heartbeat,
                             worker_assignment, snapshot_taken, snapshot_skipped, replica_header, state_request, state_reply, persist_request,
                             shard_persisted, admin_reply, drill_request, partition_request, child_exited>;
 
@@ -111,7 +111,21 @@ std::optional<epoch_t> fenced_epoch(const caf::message& msg, type_list<Ts...>) {
   return out;
 }
 
+template <class... Ts>
+bool first_is_one_of(const caf::message& msg, type_list<Ts...>) {
+  return (msg.match_element<Ts>(0) || ...);
+}
+
 }  // namespace
+
+template <class... Ts>
+std::vector<caf::message> samples(type_list<Ts...>) {
+  return {caf::make_message(Ts{})...};
+}
+
+std::vector<caf::message> one_message_of_every_type() { return samples(all_types{}); }
+
+bool read_only_may_send(const caf::message& msg) { return !msg.empty() && first_is_one_of(msg, admin_requests{}); }
 
 std::optional<epoch_t> fenced_epoch(const caf::message& msg) {
   return msg.empty() ? std::nullopt : fenced_epoch(msg, all_types{});

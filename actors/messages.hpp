@@ -36,6 +36,9 @@ struct node_hello {
   /// host:port of the node's daemon, where other daemons (buddies) connect.
   std::string address;
   std::uint32_t pid = 0;
+  /// The furthest step its ranks reported in the epoch the agent knows: after a supervisor
+  /// restart, how far the job got while nobody heard its progress.
+  std::uint64_t reached_step = 0;
 };
 
 /// An agent is alive.
@@ -177,6 +180,13 @@ struct snapshot_held {
   step_t step;
   node_id holder;
   copy_kind kind = copy_kind::local_slot;
+};
+
+/// A node has reported every copy it holds (after each connection to the supervisor): a
+/// restarted supervisor chooses a restore point only once the nodes it needs have said this.
+struct holdings_reported {
+  node_id node;
+  std::uint32_t copies = 0;
 };
 
 /// A node no longer holds a copy it reported (a slot half rewritten, a replica evicted).
@@ -377,7 +387,7 @@ struct state_reply {
     return f(caf::meta::type_name(#type), __VA_ARGS__);                      \
   }
 
-RK_INSPECT(node_hello, x.node, x.name, x.address, x.pid)
+RK_INSPECT(node_hello, x.node, x.name, x.address, x.pid, x.reached_step)
 RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready)
 RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
 RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address, x.rank0_host)
@@ -394,6 +404,7 @@ RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.comput
 RK_INSPECT(progress_batch, x.epoch, x.node, x.reports)
 RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.connect_ns, x.restore_ns)
 RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)
+RK_INSPECT(holdings_reported, x.node, x.copies)
 RK_INSPECT(snapshot_dropped, x.epoch, x.rank, x.step, x.holder, x.kind)
 RK_INSPECT(snapshot_committed, x.epoch, x.step)
 RK_INSPECT(restore_failed, x.epoch, x.rank, x.node, x.step, x.old_rank, x.holder, x.kind, x.detail)
@@ -620,6 +631,14 @@ template <class T>
 /// loads an enum by casting whatever number the frame holds, so the bridge asks this of every
 /// message it decodes and drops one that fails (a damaged frame, or a newer sender's kind).
 [[nodiscard]] bool well_formed(const caf::message& msg);
+
+/// Whether a peer that authenticated with the read-only token may send this message: an admin
+/// request (the supervisor answers the ones that change the job with a refusal). Every other
+/// message is the control plane of rekindle's own processes, which hold the cluster token.
+[[nodiscard]] bool read_only_may_send(const caf::message& msg);
+
+/// One default-made message of every type that crosses a bridge, for tests of every kind.
+[[nodiscard]] std::vector<caf::message> one_message_of_every_type();
 
 /// Registers every message type above with `cfg` (both ends of a bridge must).
 void register_message_types(caf::actor_system_config& cfg);

@@ -4,6 +4,8 @@
 #include <fstream>
 
 #include "actors/messages.hpp"
+#include "common/files.hpp"
+#include "common/text.hpp"
 #include "storage/snapshot_slot.hpp"
 #include "training/training_task.hpp"
 
@@ -51,11 +53,8 @@ std::string node_context::supervisor_address() const {
   const auto& sup = spec.nodes.at(spec.supervisor_node().value());
   if (sup.port != 0)
     return sup.host + ":" + std::to_string(sup.port);
-  std::ifstream in(data_dir / "supervisor.addr");
-  std::string written;
-  if (in >> written)
-    return written;
-  return {};
+  const auto written = read_file_bounded(data_dir / "supervisor.addr", file_limits::small, "address file");
+  return written ? std::string{trim(*written)} : std::string{};
 }
 
 }  // namespace rekindle::actors

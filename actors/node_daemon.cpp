@@ -69,6 +69,8 @@ int run_node_daemon(daemon_options o) {
   ctx.worker_binary = fs::read_symlink("/proc/self/exe").parent_path() / "rekindle-worker";
   std::error_code ec;
   fs::create_directories(ctx.node_dir, ec);
+  if (!ec)  // made by an older version or by hand: other users keep out all the same
+    fs::permissions(ctx.node_dir, fs::perms::owner_all, fs::perm_options::replace, ec);
   if (ec) {
     spdlog::error("cannot create {}: {}", ctx.node_dir.string(), ec.message());
     return 3;

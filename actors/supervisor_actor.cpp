@@ -321,6 +321,9 @@ caf::behavior supervisor_actor::make_behavior() {
           return;
         agents_[h.node] = from.peer;
         node_addresses_[h.node.value()] = h.address;
+        // How far the ranks got while this supervisor did not hear them (after its restart).
+        max_step_ = std::max(max_step_, h.reached_step);
+        recoveries_.on_reached(h.reached_step);
         event("node_joined", h.name + " at " + h.address, {}, h.node);
         if (finished_) {
           ctx_->bridge->send(from.peer, "supervisor", "agent", job_finished{final_state_, "the job has ended"});
@@ -367,6 +370,7 @@ caf::behavior supervisor_actor::make_behavior() {
             step_seconds_[p.step.value() - 1] = seconds(p.step_ns);
           }
           max_step_ = std::max(max_step_, p.step.value());
+          recoveries_.on_reached(p.step.value());
           execute(policy_.on_progress(p.rank, p.epoch, p.step));
         }
         if (recoveries_.recovering() && policy_.state() != job_state::rendezvous && !ranks_.empty()) {
@@ -409,6 +413,10 @@ caf::behavior supervisor_actor::make_behavior() {
         }
       },
       [this](const envelope&, const shard_persisted& p) { on_shard_persisted(p); },
+      [this](const envelope&, const holdings_reported& h) {
+        spdlog::debug("node {} reported its {} copies", h.node.value(), h.copies);
+        execute(policy_.on_holdings_reported(h.node));
+      },
       [this](const envelope&, const snapshot_dropped& d) {
         policy_.on_snapshot_dropped({d.epoch, d.rank, d.step, d.holder, d.kind});
       },

@@ -3,8 +3,9 @@
 //
 // usage: simulate [--record FILE] [--nodes N] [--ranks-per-node K] [--days D] [--runs N] [--warmup N] [--json]
 //
-// - the InfiniteHBD record (default /work/shared/data/infinitehbd/fault_trace.json, the shared data
-//   folder beside the repository; give --record when it lives elsewhere), converted onto N nodes of
+// - the InfiniteHBD record (default ../shared/data/infinitehbd/fault_trace.json from the source
+//   tree, the shared data folder beside the repository; give --record when it lives elsewhere),
+//   converted onto N nodes of
 //   K ranks (default 2,048 × 8) with its 349 days scaled into D days (default 54);
 // - a synthetic trace over the same days with the same number of faults (the default mix, seed 1);
 // each simulated with both policies and the default model.
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +49,10 @@ using namespace rekindle::trace;
 namespace {
 
 struct options {
-  std::string record = "/work/shared/data/infinitehbd/fault_trace.json";
+  std::string record =
+      (std::filesystem::path{REKINDLE_SOURCE_DIR} / ".." / "shared" / "data" / "infinitehbd" / "fault_trace.json")
+          .lexically_normal()
+          .string();
   std::uint32_t nodes = 2048;
   std::uint32_t ranks_per_node = 8;
   double days = 54;

@@ -1,5 +1,7 @@
 #include "common/text.hpp"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -239,6 +241,72 @@ std::string_view trim(std::string_view text) {
   return text;
 }
 
+std::size_t json_nesting_depth(std::string_view json_text) {
+  std::size_t depth = 0, deepest = 0;
+  bool quoted = false, escaped = false;
+  for (const char ch : json_text) {
+    if (quoted) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        quoted = false;
+      continue;
+    }
+    if (ch == '"')
+      quoted = true;
+    else if (ch == '{' || ch == '[')
+      deepest = std::max(deepest, ++depth);
+    else if ((ch == '}' || ch == ']') && depth > 0)
+      --depth;
+  }
+  return deepest;
+}
+
+expected<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min, std::uint64_t max) {
+  const auto range = "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+  std::uint64_t value = 0;
+  const auto* end = text.data() + text.size();
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const auto [stop, ec] = digits ? std::from_chars(text.data(), end, value) : std::from_chars_result{text.data(), std::errc::invalid_argument};
+  if (!digits || ec != std::errc{} || stop != end || value < min || value > max)
+    return status{errc::parse_error, "'" + std::string{text} + "' is not " + range};
+  return value;
+}
+
+status check_host(std::string_view host) {
+  const auto bad = [&](const std::string& why) {
+    return status{errc::parse_error, "'" + std::string{host} + "' is not a host: " + why};
+  };
+  if (host.empty())
+    return bad("it is empty");
+  if (host.size() > 253)
+    return bad("longer than 253 characters");
+  const std::string text{host};
+  if (host.front() == '[')
+    return bad("write an IPv6 address without brackets here, e.g. ::1");
+  if (host.find(':') != std::string_view::npos) {
+    in6_addr a6{};
+    return inet_pton(AF_INET6, text.c_str(), &a6) == 1 ? status{} : bad("not an IPv6 address");
+  }
+  if (std::all_of(host.begin(), host.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) {
+    in_addr a4{};
+    return inet_pton(AF_INET, text.c_str(), &a4) == 1 ? status{}
+                                                      : bad("not an IPv4 address (four numbers from 0 to 255)");
+  }
+  for (const auto label : split(host, '.')) {
+    if (label.empty() || label.size() > 63)
+      return bad("each part between dots must have 1 to 63 characters");
+    const bool ok = std::all_of(label.begin(), label.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+    });
+    if (!ok || label.front() == '-' || label.back() == '-')
+      return bad("a name may hold letters, digits and '-' (not at either end of a part)");
+  }
+  return {};
+}
+
 expected<host_port> parse_host_port(std::string_view text) {
   const auto bad = [&](std::string_view why) {
     return status{errc::parse_error, "'" + std::string{text} + "' is not host:port: " + std::string{why}};
@@ -254,11 +322,12 @@ expected<host_port> parse_host_port(std::string_view text) {
     return bad("write an IPv6 host in brackets, e.g. [::1]:7400");
   if (host.empty())
     return bad("no host");
-  unsigned value = 0;
-  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
-  if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value < 1 || value > 65535)
+  if (auto s = check_host(host); !s.ok())
+    return bad(s.message().substr(s.message().find(": ") + 2));
+  const auto value = parse_whole_number(port, 1, 65535);
+  if (!value)
     return bad("the port must be a number from 1 to 65535");
-  return host_port{std::string{host}, static_cast<std::uint16_t>(value)};
+  return host_port{std::string{host}, static_cast<std::uint16_t>(*value)};
 }
 
 }  // namespace rekindle

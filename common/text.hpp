@@ -41,6 +41,22 @@ std::vector<std::string_view> split(std::string_view text, char sep);
 /// Removes leading and trailing ASCII whitespace.
 std::string_view trim(std::string_view text);
 
+/// How deeply the arrays and objects of a JSON text nest (0 for a scalar), read without parsing it:
+/// JSON from outside is checked against a limit first, since the values a parser builds are
+/// copied, printed and freed by recursion (100,000 nested arrays overflow the stack).
+std::size_t json_nesting_depth(std::string_view json_text);
+
+/// A whole number written in decimal digits (no sign, no spaces) from `min` to `max`. Every number
+/// rekindle reads from outside (options, addresses, files) goes through here: "-5", "1e3",
+/// "99999999999999999999" and "" are errors that say the range, never a wrapped or clamped value.
+expected<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min = 0,
+                                           std::uint64_t max = UINT64_MAX);
+
+/// Whether `host` can name a machine: an IPv4 address ("10.0.0.7"; every part 0-255), an IPv6
+/// address without brackets ("::1"), or a DNS name (labels of letters, digits and '-'). The error
+/// says what is wrong with it; whether the name resolves is only known when it is used.
+status check_host(std::string_view host);
+
 /// A host and a port, as in "10.0.0.7:7400", "node3:7400" or "[fe80::1]:7400".
 struct host_port {
   std::string host;

@@ -1,5 +1,7 @@
 #include "config/load.hpp"
 
+#include <sys/stat.h>
+
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "common/process.hpp"
 #include "common/text.hpp"
 #include "config/toml_reader.hpp"
@@ -326,20 +329,27 @@ expected<device_spec> parse_device(std::string_view text) {
 
 // Reads a token file: it must exist, be readable and hold at least 16 bytes of secret.
 std::string read_token(context& ctx, table_reader& r, std::string_view key, const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    r.error(key, "cannot read token file '" + path.string() + "': " + std::strerror(errno));
+  auto text = read_file_bounded(path, file_limits::token, "token file");
+  if (!text) {
+    r.error(key, "'" + path.string() + "': " + text.error().message());
     return {};
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  std::string token{trim(buf.str())};
+  // A secret others can read is no secret: say so loudly (a refusal would break a cluster whose
+  // files were made by hand, and the fix is one chmod).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 0077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    ctx.warning(r.where(key), r.field(key),
+                "token file '" + path.string() + "' can be read by other users (mode " + mode +
+                    "): anyone on this machine could control the job; chmod 600 it");
+  }
+  std::string token{trim(*text)};
   if (token.empty())
     r.error(key, "token file '" + path.string() + "' is empty");
   else if (token.size() < 16)
     r.error(key, "token in '" + path.string() + "' is " + std::to_string(token.size()) +
                      " bytes; use at least 16 (e.g. `head -c 32 /dev/urandom | base64 > FILE`)");
-  (void)ctx;
   return token;
 }
 
@@ -395,8 +405,8 @@ void read_nodes(context& ctx, const toml::table& root, spec& s) {
         r.error("name", "'" + node.name + "' is not a valid node name: use 1-64 letters, digits, '-', '_' or '.'");
     }
     node.host = r.string("host", node.host);
-    if (node.host.empty())
-      r.error("host", "must not be empty");
+    if (auto h = check_host(node.host); !h.ok())
+      r.error("host", h.message());
     node.port = r.integer<std::uint16_t>("port", node.port, 0, 65535);
     if (const auto* d = r.get("devices")) {
       const auto* list = d->as_array();
@@ -772,15 +782,13 @@ load_result parse(std::string_view text, std::string source_name, const fs::path
 }
 
 load_result load_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto text = read_file_bounded(path, file_limits::config, "configuration file");
+  if (!text) {
     load_result r;
-    r.errors.push_back(diagnostic{path.string(), 0, 0, "", std::string{"cannot read configuration file: "} + std::strerror(errno)});
+    r.errors.push_back(diagnostic{path.string(), 0, 0, "", text.error().message()});
     return r;
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse(buf.str(), path.string(), fs::absolute(path).parent_path());
+  return parse(*text, path.string(), fs::absolute(path).parent_path());
 }
 
 expected<spec> load(const fs::path& path) {

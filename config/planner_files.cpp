@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "common/text.hpp"
 #include "config/device_presets.hpp"
 #include "config/toml_reader.hpp"
@@ -82,15 +83,13 @@ std::optional<toml::table> parse_toml(std::string_view text, diagnostics& diag) 
 
 template <class T>
 file_result<T> read_file(const fs::path& path, file_result<T> (*parse)(std::string_view, std::string)) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto text = read_file_bounded(path, file_limits::config, "file");
+  if (!text) {
     file_result<T> r;
-    r.errors.push_back(diagnostic{path.string(), 0, 0, "", std::string{"cannot read file: "} + std::strerror(errno)});
+    r.errors.push_back(diagnostic{path.string(), 0, 0, "", text.error().message()});
     return r;
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse(buf.str(), path.string());
+  return parse(*text, path.string());
 }
 
 std::vector<std::string> preset_names() {
@@ -170,6 +169,9 @@ void read_type(diagnostics& diag, const std::string& key, const toml::node& valu
   out.types.push_back(std::move(t));
 }
 
+// The most devices a planner cluster holds, all entries together.
+constexpr std::uint64_t max_cluster_devices = 131072;
+
 struct node_entry_info {
   std::string name;
   std::uint32_t count = 1;
@@ -188,6 +190,7 @@ void read_nodes(diagnostics& diag, const toml::table& root, plan_cluster_spec& o
   for (const auto& t : out.types)
     type_names.push_back(t.name);
   std::map<std::string, std::uint32_t> first_line;
+  std::uint64_t total_devices = 0;
   std::size_t index = 0;
   for (const auto& n : *arr) {
     const auto* tbl = n.as_table();
@@ -218,6 +221,16 @@ void read_nodes(diagnostics& diag, const toml::table& root, plan_cluster_spec& o
     if (!name)
       continue;
     const auto line = static_cast<std::uint32_t>(r.where("name").begin.line);
+    // The whole cluster is bounded, not only each entry: 100,000 nodes of 1,024 devices each
+    // are within both per-entry limits but far past what a plan can be searched for.
+    const std::uint64_t after = total_devices + std::uint64_t{count} * node.devices;
+    if (after > max_cluster_devices) {
+      r.error("count", std::to_string(count) + " nodes of " + std::to_string(node.devices) + " devices bring the cluster to " +
+                           std::to_string(after) + " devices; a cluster has at most " +
+                           std::to_string(max_cluster_devices));
+      break;
+    }
+    total_devices = after;
     entries.push_back({*name, count, line});
     node.type = type.value_or("");
     node.entry_name = *name;

@@ -57,6 +57,11 @@ void recovery_meter::on_epoch(epoch_t epoch) {
     r->epoch = epoch.value();
 }
 
+void recovery_meter::on_reached(std::uint64_t step) {
+  if (auto* r = current(); r && r->started_ns == 0)
+    r->failed_at_step = std::max(r->failed_at_step, step);
+}
+
 void recovery_meter::on_ready(std::int64_t now_ns) {
   if (auto* r = current(); r && r->ready_ns == 0)
     r->ready_ns = now_ns;

@@ -44,7 +44,7 @@ struct recovery_record {
   [[nodiscard]] double total_s() const;
   /// Steps done past the restore point when it failed, as far as the supervisor knew (its count of
   /// finished steps can trail the snapshots a restore uses: then none counts as lost).
-  [[nodiscard]] std::uint64_t steps_lost() const {
+  [[nodiscard]] std::uint64_t steps_lost() const {  // every step trained again
     return failed_at_step > restored_step ? failed_at_step - restored_step : 0;
   }
   /// "detect 12ms · respawn 1.2s · rendezvous 40ms · restore 3ms (local memory, step 40) · total
@@ -71,6 +71,10 @@ class recovery_meter {
             std::int64_t injected_ns, std::int64_t now_ns);
   /// The recovery's epoch (the newest one it started).
   void on_epoch(epoch_t epoch);
+  /// A rank reported reaching `step` before the recovery started its ranks (survivors train on
+  /// until told; after a supervisor restart the ranks report how far they got): what they
+  /// trained past the restore step counts as lost.
+  void on_reached(std::uint64_t step);
   /// Every rank of the new world registered (the first time counts).
   void on_ready(std::int64_t now_ns);
   /// The ranks were told to start from `restore_step`, reading their state from `source`.

@@ -158,17 +158,32 @@ std::vector<policy_action> supervisor_policy::on_node_up(node_id n) {
   node.last_heartbeat = clock_.now();
   if (!was_up)
     out.push_back(note_event{"node_up", config_.nodes[n.value()].name + " is up", {}, n});
-  if (state_ == job_state::waiting_for_nodes) {
-    // Start once every node the placement needs is up: the initial one, or after a supervisor
-    // restart the reloaded one.
-    const auto wanted = placement_.empty() ? initial_placement() : placement_;
-    const bool ready = !wanted.empty() && std::all_of(wanted.begin(), wanted.end(), [&](const rank_slot& s) {
-      return nodes_[s.node.value()].up;
-    });
-    if (ready)
-      new_epoch(out, wanted, {}, placement_.empty() ? "all nodes up" : "supervisor restarted");
-  }
+  maybe_leave_waiting(out);
   return out;
+}
+
+std::vector<policy_action> supervisor_policy::on_holdings_reported(node_id n) {
+  std::vector<policy_action> out;
+  if (n.value() >= nodes_.size() || !nodes_[n.value()].up)
+    return out;
+  nodes_[n.value()].reported = true;
+  maybe_leave_waiting(out);
+  return out;
+}
+
+void supervisor_policy::maybe_leave_waiting(std::vector<policy_action>& out) {
+  if (state_ != job_state::waiting_for_nodes)
+    return;
+  // Start once every node the placement needs is up: the initial one, or after a supervisor
+  // restart the reloaded one, whose nodes must also have reported the copies they hold.
+  const bool restarted = !placement_.empty();
+  const auto wanted = restarted ? placement_ : initial_placement();
+  const bool ready = !wanted.empty() && std::all_of(wanted.begin(), wanted.end(), [&](const rank_slot& s) {
+    const auto& node = nodes_[s.node.value()];
+    return node.up && (!restarted || node.reported);
+  });
+  if (ready)
+    new_epoch(out, wanted, {}, restarted ? "supervisor restarted" : "all nodes up");
 }
 
 void supervisor_policy::on_heartbeat(node_id n) {
@@ -181,6 +196,7 @@ std::vector<policy_action> supervisor_policy::on_node_lost(node_id n, const std:
   if (n.value() >= nodes_.size() || !nodes_[n.value()].up)
     return out;
   nodes_[n.value()].up = false;
+  nodes_[n.value()].reported = false;
   copies_.set_up(n, false);  // its copies of rank states are gone
   out.push_back(note_event{"node_lost", config_.nodes[n.value()].name + " lost: " + why, {}, n});
   const bool holds_ranks = std::any_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.node == n; });
@@ -479,12 +495,7 @@ std::vector<policy_action> supervisor_policy::on_nodes_up(std::span<const node_i
     copies_.set_up(n, true);
     node.last_heartbeat = now;
   }
-  const auto wanted = placement_.empty() ? initial_placement() : placement_;
-  const bool ready = !wanted.empty() && std::all_of(wanted.begin(), wanted.end(), [&](const rank_slot& s) {
-    return nodes_[s.node.value()].up;
-  });
-  if (ready)
-    new_epoch(out, wanted, {}, placement_.empty() ? "all nodes up" : "supervisor restarted");
+  maybe_leave_waiting(out);
   return out;
 }
 

@@ -169,6 +169,10 @@ class supervisor_policy {
   // ---- events ------------------------------------------------------------------------------
   /// (1) A node's agent connected (or reconnected).
   std::vector<policy_action> on_node_up(node_id n);
+  /// Node `n` has reported every copy it holds. A restarted supervisor starts the reloaded job's
+  /// next epoch only once every node of its placement is up and has reported: a restore point
+  /// chosen before would miss steps the nodes hold in memory and fall back to an older one.
+  std::vector<policy_action> on_holdings_reported(node_id n);
   /// (6) A node's agent is gone (missed heartbeats, endpoint error, drained).
   std::vector<policy_action> on_node_lost(node_id n, const std::string& why);
   /// A heartbeat from a node's agent.
@@ -267,6 +271,8 @@ class supervisor_policy {
   };
   struct node_state {
     bool up = false;
+    /// Every copy of a rank state it holds has been reported since it came up.
+    bool reported = false;
     bool drained = false;
     clock::time_point last_heartbeat;
   };
@@ -276,6 +282,7 @@ class supervisor_policy {
   void new_epoch(std::vector<policy_action>& out, std::vector<rank_slot> placement, const std::set<rank_id>& respawn,
                  const std::string& why);
   std::vector<rank_slot> initial_placement() const;
+  void maybe_leave_waiting(std::vector<policy_action>& out);
   std::optional<node_id> free_spare() const;
   /// The placement without node `n` (lost or drained), one rule for both: its ranks on a free
   /// spare with their rank numbers (`moved`), or with no spare the others renumbered from 0 (the

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "common/files.hpp"
 #include "common/clock.hpp"
 #include "common/text.hpp"
 #include "config/load.hpp"
@@ -427,10 +428,10 @@ int simulate_command(const simulate_options& o, std::ostream& out, std::ostream&
   if (!parsed.ok()) {
     print_errors(err, o.input + "; nothing was simulated", parsed.errors);
     // A trace written for another cluster is the usual cause of many target errors.
-    std::ifstream in(o.input);
-    std::string first;
-    if (std::getline(in, first)) {
-      auto h = parse(first + "\n", o.input);
+    const auto text = read_file_bounded(o.input, file_limits::trace, "trace file");
+    if (text && !text->empty()) {
+      const auto first = std::string_view{*text}.substr(0, text->find('\n'));
+      auto h = parse(std::string{first} + "\n", o.input);
       if (h.ok() && (h.value->header.world.value_or(full.world()) != full.world() ||
                      h.value->header.nodes.value_or(static_cast<std::uint32_t>(full.nodes().size())) != full.nodes().size()))
         err << "  (the trace was written for " << with_commas(h.value->header.nodes.value_or(0)) << " nodes and "

@@ -13,6 +13,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "common/text.hpp"
 #include "trace/cluster.hpp"
 #include "trace/convert.hpp"
@@ -173,6 +174,11 @@ convert_result convert_infinitehbd(std::string_view json_text, std::string sourc
     return result;
   }
 
+  if (const auto depth = json_nesting_depth(json_text); depth > max_json_depth) {
+    error(0, "", "nested " + std::to_string(depth) + " levels deep; a record nests at most " +
+                     std::to_string(max_json_depth));
+    return result;
+  }
   json doc;
   try {
     doc = json::parse(json_text.begin(), json_text.end());
@@ -368,15 +374,13 @@ convert_result convert_infinitehbd(std::string_view json_text, std::string sourc
 
 convert_result convert_infinitehbd_file(const std::filesystem::path& path, const cluster_shape& cluster,
                                         const infinitehbd_options& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto text = read_file_bounded(path, file_limits::trace, "record");
+  if (!text) {
     convert_result r;
-    r.errors.push_back(diagnostic{path.string(), 0, 0, "", std::string{"cannot read the record: "} + std::strerror(errno)});
+    r.errors.push_back(diagnostic{path.string(), 0, 0, "", text.error().message()});
     return r;
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return convert_infinitehbd(buf.str(), path.string(), cluster, options);
+  return convert_infinitehbd(*text, path.string(), cluster, options);
 }
 
 }  // namespace rekindle::trace

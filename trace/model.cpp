@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "common/text.hpp"
 #include "config/spec.hpp"
 
@@ -292,12 +293,10 @@ expected<model> parse_model(std::string_view text, const std::string& source_nam
 }
 
 expected<model> load_model(const std::filesystem::path& path, model base) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return status{errc::not_found, path.string() + ": cannot read the model file: " + std::strerror(errno)};
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse_model(buf.str(), path.string(), std::move(base));
+  auto text = read_file_bounded(path, file_limits::config, "model file");
+  if (!text)
+    return status{text.error().code(), path.string() + ": " + text.error().message()};
+  return parse_model(*text, path.string(), std::move(base));
 }
 
 std::string to_toml(const model& m) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "common/text.hpp"
 #include "trace/cluster.hpp"
 
@@ -150,8 +151,14 @@ class reader {
       }
     }
     // The unit applies to the header's own duration too.
-    if (out_.header.duration)
+    if (out_.header.duration) {
       *out_.header.duration *= unit_;
+      if (*out_.header.duration > max_trace_seconds) {
+        error("duration", "is " + number_text(*out_.header.duration) + " s; a trace covers at most " +
+                              number_text(max_trace_seconds) + " s (about 31 years)");
+        out_.header.duration.reset();
+      }
+    }
   }
 
   void event(std::string_view text, std::uint32_t line) {
@@ -193,7 +200,9 @@ class reader {
       error("at", "missing: every event needs a time, 'at' (seconds from the start) or 'at_step' (a step)");
       ok = false;
     } else if (has_at) {
-      if (auto t = non_negative("at", (*j)["at"])) {
+      if (auto t = non_negative("at", (*j)["at"]); t && !within_trace_time("at", *t)) {
+        ok = false;
+      } else if (t) {
         ev.at = *t * unit_;
         if (last_at_ && *ev.at < last_at_->first) {
           error("at", number_text(*t) + " is earlier than the event on line " + std::to_string(last_at_->second) +
@@ -304,14 +313,14 @@ class reader {
     }
     if (auto it = j->find("duration"); it != j->end()) {
       ok &= argument_allowed("duration", rules.duration, kind_name);
-      if (auto d = positive("duration", *it))
+      if (auto d = positive("duration", *it); d && within_trace_time("duration", *d))
         ev.duration = *d * unit_;
       else
         ok = false;
     }
     if (auto it = j->find("repair"); it != j->end()) {
       ok &= argument_allowed("repair", rules.repair, kind_name);
-      if (auto d = non_negative("repair", *it))
+      if (auto d = non_negative("repair", *it); d && within_trace_time("repair", *d))
         ev.repair = *d * unit_;
       else
         ok = false;
@@ -347,6 +356,11 @@ class reader {
 
  private:
   std::optional<ordered_json> parse_json(std::string_view text) {
+    if (const auto depth = json_nesting_depth(text); depth > max_json_depth) {
+      error("", "nested " + std::to_string(depth) + " levels deep; a trace line nests at most " +
+                    std::to_string(max_json_depth));
+      return std::nullopt;
+    }
     try {
       auto j = ordered_json::parse(text.begin(), text.end());
       if (!j.is_object()) {
@@ -399,6 +413,15 @@ class reader {
       return std::nullopt;
     }
     return static_cast<int>(v.get<std::int64_t>());
+  }
+
+  // A time of the trace, in its unit, against the longest a trace covers.
+  bool within_trace_time(const std::string& key, double t) {
+    if (t * unit_ <= max_trace_seconds)
+      return true;
+    error(key, number_text(t) + " " + unit_name() + " is past the longest a trace covers (" +
+                   number_text(max_trace_seconds) + " s, about 31 years)");
+    return false;
   }
 
   std::optional<double> non_negative(const std::string& key, const ordered_json& v) {
@@ -570,15 +593,13 @@ parse_result parse(std::string_view text, std::string source_name, const cluster
 }
 
 parse_result load_file(const std::filesystem::path& path, const cluster_shape* cluster) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  auto text = read_file_bounded(path, file_limits::trace, "trace file");
+  if (!text) {
     parse_result r;
-    r.errors.push_back(diagnostic{path.string(), 0, 0, "", std::string{"cannot read trace file: "} + std::strerror(errno)});
+    r.errors.push_back(diagnostic{path.string(), 0, 0, "", text.error().message()});
     return r;
   }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return parse(buf.str(), path.string(), cluster);
+  return parse(*text, path.string(), cluster);
 }
 
 std::vector<diagnostic> check_targets(const fault_trace& t, const cluster_shape& cluster, const std::string& source_name) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -17,6 +18,11 @@ namespace rekindle::trace {
 
 /// The trace format version this build reads and writes.
 inline constexpr int format_version = 1;
+/// The longest a trace covers, in seconds (about 31 years): every time in it is checked against
+/// this, so no arithmetic on times can overflow and no replay can run forever.
+inline constexpr double max_trace_seconds = 1e9;
+/// How deeply a line's JSON (its x- extensions) may nest.
+inline constexpr std::size_t max_json_depth = 64;
 
 /// What goes wrong. docs/TRACES.md says what each does to a job and which targets and arguments
 /// it takes.

@@ -12,6 +12,7 @@
 #include "common/logging.hpp"
 #include "common/memory.hpp"
 #include "config/embedded.hpp"
+#include "apps/common/cli.hpp"
 #include "config/load.hpp"
 #include "storage/snapshot_slot.hpp"
 
@@ -24,11 +25,13 @@ int main(int argc, char** argv) {
   bool standby = false;
   app.add_option("--config", config_path, "The configuration ('-': the embedded default)");
   app.add_option("--node", node, "The node it runs on")->required();
-  auto* index_option = app.add_option("--local-index", local_index, "Its index among the node's ranks");
+  auto* index_option = app.add_option("--local-index", local_index, "Its index among the node's ranks")
+                           ->check(apps::whole_number(0, 65535));
   app.add_flag("--standby", standby, "Start as a warm standby; the agent gives it a local index later")->excludes(index_option);
   app.add_option("--agent", agent, "host:port of the node's daemon")->required();
   app.add_option("--data-dir", data_dir, "The cluster's data directory")->required();
-  CLI11_PARSE(app, argc, argv);
+  if (const auto done = apps::parse_command_line(app, argc, argv, "rekindle-worker", 2))
+    return *done;
 
   const auto loaded = config_path == "-" ? config::parse(config::embedded_default_text(),
                                                          std::string{config::embedded_default_name}, {})

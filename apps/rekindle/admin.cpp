@@ -7,6 +7,7 @@
 #include <functional>
 #include <thread>
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -14,8 +15,10 @@
 #include <unistd.h>
 
 #include "actors/admin_client.hpp"
+#include "apps/common/cli.hpp"
 #include "apps/rekindle/admin_call.hpp"
 #include "common/chart.hpp"
+#include "common/files.hpp"
 #include "common/logging.hpp"
 #include "common/text.hpp"
 #include "config/embedded.hpp"
@@ -70,10 +73,10 @@ expected<connection_target> resolve(const connection_defaults& o) {
   out.target.address = o.connect;
   out.target.data_dir = o.data_dir;
   if (!o.token_file.empty()) {
-    std::ifstream in(o.token_file);
-    if (!in)
-      return status{errc::invalid_argument, "cannot read token file " + o.token_file};
-    std::getline(in, out.target.token);
+    auto text = read_file_bounded(o.token_file, file_limits::token, "token file");
+    if (!text)
+      return status{errc::invalid_argument, "--token-file " + o.token_file + ": " + text.error().message()};
+    out.target.token = std::string{trim(text->substr(0, text->find('\n')))};
   }
   return out;
 }
@@ -496,7 +499,8 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     auto follow = std::make_shared<bool>(false);
     auto* cmd = app.add_subcommand("events", "The job's event log, oldest first (--json: one JSON object per line)");
     add_connection_options(cmd, *o);
-    cmd->add_option("--since", *since, "Only events after this sequence number");
+    cmd->add_option("--since", *since, "Only events after this sequence number")
+        ->check(apps::whole_number(0, std::numeric_limits<std::int64_t>::max()));
     cmd->add_flag("--follow", *follow, "Keep printing new events as they come (until interrupted)");
     auto export_file = std::make_shared<std::string>();
     cmd->add_option("--export-trace", *export_file,

@@ -7,13 +7,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "apps/common/cli.hpp"
 #include "apps/rekindle/commands.hpp"
 #include <sys/wait.h>
 
+#include "common/files.hpp"
 #include "common/process.hpp"
 #include "common/text.hpp"
 #include "storage/shard_file.hpp"
@@ -44,15 +47,23 @@ struct manifest {
   std::vector<shard> shards;
 };
 
+// A world larger than any job rekindle runs, and more entries than any checkpoint directory holds.
+constexpr std::uint64_t max_world = 1u << 20;
+constexpr std::size_t max_directory_entries = 1u << 20;
+
 // Reads one manifest file; the error names the file and the field.
 expected<manifest> read_manifest(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in)
-    return status{errc::not_found, file.string() + ": cannot be read"};
+  auto text = read_file_bounded(file, file_limits::manifest, "checkpoint manifest");
+  if (!text)
+    return status{text.error().code(), file.string() + ": " + text.error().message()};
   json j;
   try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
+    // A manifest is two levels deep; a deeper one is refused before it is parsed.
+    if (const auto depth = json_nesting_depth(*text); depth > 16)
+      return status{errc::invalid_argument, file.string() + ": nested " + std::to_string(depth) +
+                                                " levels deep; a manifest has 2"};
+    j = json::parse(*text);
+  } catch (const json::exception& e) {
     return status{errc::invalid_argument, file.string() + ": not JSON (" + e.what() + ")"};
   }
   const auto number = [&](const json& o, const std::string& where, const char* key) -> expected<std::uint64_t> {
@@ -64,20 +75,35 @@ expected<manifest> read_manifest(const fs::path& file) {
   m.file = file;
   RK_ASSIGN_OR_RETURN(m.step, number(j, "", "step"));
   RK_ASSIGN_OR_RETURN(auto world, number(j, "", "world_size"));
+  if (world < 1 || world > max_world)
+    return status{errc::invalid_argument, file.string() + ": world_size " + std::to_string(world) +
+                                              " is not from 1 to " + std::to_string(max_world)};
   m.world = static_cast<std::uint32_t>(world);
   if (!j.contains("shards") || !j["shards"].is_array())
     return status{errc::invalid_argument, file.string() + ": shards is missing or not a list"};
+  if (j["shards"].size() > world)
+    return status{errc::invalid_argument, file.string() + ": " + std::to_string(j["shards"].size()) +
+                                              " shards for a world_size of " + std::to_string(world) +
+                                              " (one shard per rank)"};
   for (std::size_t i = 0; i < j["shards"].size(); ++i) {
     const auto& s = j["shards"][i];
     const auto where = "shards[" + std::to_string(i) + "].";
     manifest::shard sh;
     RK_ASSIGN_OR_RETURN(auto rank, number(s, where, "rank"));
+    if (rank >= world)
+      return status{errc::invalid_argument, file.string() + ": " + where + "rank " + std::to_string(rank) +
+                                                " is not below world_size " + std::to_string(world)};
     sh.rank = static_cast<std::uint32_t>(rank);
     RK_ASSIGN_OR_RETURN(sh.size, number(s, where, "size"));
     RK_ASSIGN_OR_RETURN(sh.checksum, number(s, where, "checksum"));
     if (!s.contains("file") || !s["file"].is_string())
       return status{errc::invalid_argument, file.string() + ": " + where + "file is missing or not text"};
     sh.file = s["file"].get<std::string>();
+    // A shard lies in the checkpoint's own directory: a bare file name, never a path.
+    if (sh.file.empty() || sh.file == "." || sh.file == ".." || sh.file.find('/') != std::string::npos ||
+        sh.file.find('\0') != std::string::npos)
+      return status{errc::invalid_argument, file.string() + ": " + where + "file '" + sh.file +
+                                                "' is not a file name in the checkpoint's directory"};
     m.shards.push_back(std::move(sh));
   }
   return m;
@@ -90,11 +116,22 @@ struct directory_view {
 };
 
 expected<directory_view> scan(const fs::path& dir) {
-  if (!fs::is_directory(dir))
-    return status{errc::not_found, dir.string() + " is not a directory"};
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return status{errc::not_found, dir.string() + " is not a directory" + (ec ? " (" + ec.message() + ")" : "")};
   directory_view v;
   std::set<std::string> files;
-  for (const auto& e : fs::directory_iterator(dir)) {
+  fs::directory_iterator it{dir, ec};
+  if (ec)
+    return status{errc::io_error, dir.string() + ": " + ec.message()};
+  std::size_t seen = 0;
+  for (; it != fs::directory_iterator{}; it.increment(ec)) {
+    if (ec)
+      return status{errc::io_error, dir.string() + ": " + ec.message()};
+    if (++seen > max_directory_entries)
+      return status{errc::invalid_argument, dir.string() + " holds more than " + std::to_string(max_directory_entries) +
+                                                " entries; a checkpoint directory holds a few per checkpoint"};
+    const auto& e = *it;
     const auto name = e.path().filename().string();
     if (name.ends_with(".manifest.json")) {
       RK_ASSIGN_OR_RETURN(auto m, read_manifest(e.path()));
@@ -274,7 +311,8 @@ void add_checkpoint_commands(CLI::App& app, int& exit_code) {
                                            "checkpoint of a program on the worker API (the newest, or --step)");
   x->add_option("dir", e->dir, "The checkpoint directory (checkpoint.directory)")->required();
   x->add_option("--out", e->out, "The folder for the files (created)")->required();
-  x->add_option("--step", e->step, "The checkpoint's step (default: the newest committed)");
+  x->add_option("--step", e->step, "The checkpoint's step (default: the newest committed)")
+      ->check(apps::whole_number(0, std::numeric_limits<std::int64_t>::max()));
   x->add_option("--python", e->python, "The Python that has torch (default: /usr/bin/python3, Debian's)");
   x->callback([e, &exit_code] { exit_code = export_checkpoint(e->dir, e->step, e->out, e->python); });
 }

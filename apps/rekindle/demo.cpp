@@ -18,6 +18,7 @@
 
 #include "actors/admin_client.hpp"
 #include "actors/job_status.hpp"
+#include "apps/common/cli.hpp"
 #include "apps/rekindle/commands.hpp"
 #include "common/logging.hpp"
 #include "common/process.hpp"
@@ -292,7 +293,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<demo_options>();
   auto* cmd = app.add_subcommand("demo", "Run a local 4-rank job on loopback, inject failures, show the recoveries");
   cmd->add_option("--data-dir", o->data_dir, "Where the cluster keeps its state (default: a new temporary directory)");
-  cmd->add_option("--steps", o->steps, "Steps to train (default: the embedded configuration's 300)");
+  cmd->add_option("--steps", o->steps, "Steps to train (default: the embedded configuration's 300)")
+      ->check(apps::whole_number(1, 1'000'000'000'000));
   cmd->add_flag("--no-faults", [o](std::int64_t) { o->faults = false; }, "Train without injecting failures");
   cmd->callback([o, &exit_code] { exit_code = run_demo(*o); });
 }

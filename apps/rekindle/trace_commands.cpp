@@ -3,8 +3,10 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <limits>
 #include <memory>
 
+#include "apps/common/cli.hpp"
 #include "trace/commands.hpp"
 
 namespace rekindle::apps {
@@ -22,8 +24,10 @@ void add_cluster_options(CLI::App* cmd, trace::cluster_options& o) {
                                "The cluster: a rekindle configuration file (its [[nodes]]; simulate also takes its "
                                "[checkpoint], [timeouts] and [recovery] settings)")
                    ->check(CLI::ExistingFile);
-  auto* nodes = cmd->add_option("--nodes", o.nodes, "The cluster in compact form: N nodes named n0..n<N-1> ...");
-  auto* width = cmd->add_option("--ranks-per-node", o.ranks_per_node, "... of K ranks (accelerators) each");
+  auto* nodes = cmd->add_option("--nodes", o.nodes, "The cluster in compact form: N nodes named n0..n<N-1> ...")
+                    ->check(apps::whole_number(1, std::numeric_limits<std::uint32_t>::max()));
+  auto* width = cmd->add_option("--ranks-per-node", o.ranks_per_node, "... of K ranks (accelerators) each")
+                    ->check(apps::whole_number(1, std::numeric_limits<std::uint32_t>::max()));
   nodes->needs(width)->excludes(file);
   width->needs(nodes)->excludes(file);
 }
@@ -58,7 +62,9 @@ void add_trace_commands(CLI::App& app) {
                     "Category weights, e.g. 'gpu=0.5,software=0.2' (categories: gpu, hbm, host, network, link, software, "
                     "hang, slow, disk, collective, checkpoint; default: gpu=0.4,hbm=0.1,host=0.15,network=0.1,"
                     "software=0.15,hang=0.05,collective=0.05)");
-    cmd->add_option("--seed", o->seed, "Seed of the random draws; the same seed gives the same trace")->capture_default_str();
+    cmd->add_option("--seed", o->seed, "Seed of the random draws; the same seed gives the same trace")
+        ->check(apps::whole_number(0, std::numeric_limits<std::uint64_t>::max()))
+        ->capture_default_str();
     cmd->add_option("--repair", o->repair, "Mean repair time of a node fault")->capture_default_str();
     cmd->add_option("--outage", o->outage, "Mean length of a partition, slow-down or full disk")->capture_default_str();
     cmd->add_option("--out,-o", o->out, "Write the trace here (default: standard output)");
@@ -81,7 +87,8 @@ void add_trace_commands(CLI::App& app) {
     cmd->add_option("--job", o->job, "A model file: step_time, state_size, snapshot_every, bandwidths, ... (docs/TRACES.md)")
         ->check(CLI::ExistingFile);
     cmd->add_option("--set", o->set, "Override one model value, e.g. --set step_time=8s (repeatable)");
-    cmd->add_option("--spares", o->spares, "Add this many spare nodes to the cluster");
+    cmd->add_option("--spares", o->spares, "Add this many spare nodes to the cluster")
+        ->check(apps::whole_number(0, 1'000'000));
     cmd->add_option("--policy", o->policy, "in-place (restart failed ranks, memory snapshots) or restart-all")
         ->capture_default_str();
     cmd->add_flag("--compare", o->compare, "Run both policies and print them side by side");

@@ -3,10 +3,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <iostream>
 
 #include "actors/node_daemon.hpp"
+#include "apps/common/cli.hpp"
 #include "common/logging.hpp"
 #include "common/memory.hpp"
 #include "config/embedded.hpp"
@@ -18,7 +21,7 @@ namespace {
 enum exit_code : int {
   exit_ok = 0,
   exit_job_failed = 1,
-  exit_bad_config = 2,
+  exit_bad_config = 2,  // also a wrong command line
   exit_cannot_start = 3,
 };
 
@@ -46,6 +49,9 @@ bool report(const rekindle::config::load_result& result) {
 int main(int argc, char** argv) {
   using namespace rekindle;
   keep_large_frees_in_process();  // replicas and restores: a snapshot-sized buffer each
+  // Everything a daemon and its workers write (state store, checkpoint shards, snapshot slots,
+  // logs, the supervisor's address) is the job owner's alone.
+  ::umask(077);
   CLI::App app{"rekindled: the rekindle node daemon (one per node; the supervisor node's also runs the supervisor)",
                "rekindled"};
   app.set_version_flag("--version", std::string{"rekindled "} + REKINDLE_VERSION);
@@ -59,10 +65,18 @@ int main(int argc, char** argv) {
   app.add_option("--node", node, "This daemon's node name from the configuration")->excludes(check);
   app.add_option("--data-dir", data_dir, "Overrides daemon.data_dir (state, snapshots, logs under <dir>/<node>)");
   app.add_option("--supervisor", supervisor, "host:port of the supervisor's daemon when the configuration has no port for it");
-  app.add_option("--port", port, "Overrides the node's configured port (0: any free port)")->check(CLI::Range(0, 65535));
+  app.add_option("--port", port, "Overrides the node's configured port (0: any free port)")
+      ->check(apps::whole_number(0, 65535));
   app.add_option("--log", log_level, "Log level: trace, debug, info, warn, error, off (default: daemon.log)");
   app.add_flag("--exit-when-done", exit_when_done, "Exit once the job has completed, failed or stopped");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto done = apps::parse_command_line(app, argc, argv, "rekindled", exit_bad_config))
+    return *done;
+  if (!supervisor.empty()) {
+    if (auto to = parse_host_port(supervisor); !to) {
+      std::cerr << "rekindled: --supervisor: " << to.error().message() << "\n";
+      return exit_bad_config;
+    }
+  }
 
   if (check->count() > 0) {
     const auto result = load(check_path);

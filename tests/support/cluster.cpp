@@ -30,7 +30,7 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
           "\nkeep = " + std::to_string(options_.keep) + "\n" +
           (options_.checkpoint_dir.empty() ? std::string{} : "directory = \"" + options_.checkpoint_dir + "\"\n") +
           "\n"
-          "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"20s\"\nrendezvous = \"60s\"\ncollective = \"5s\"\n"
+          "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"20s\"\nrendezvous = \"" + options_.rendezvous + "\"\ncollective = \"5s\"\n"
           "\n[transport]\nnet_devices = \"lo\"\n"
           "\n[daemon]\ndata_dir = \"" +
           data_.string() + "\"\n" + options_.extra;

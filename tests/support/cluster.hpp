@@ -39,6 +39,8 @@ struct cluster_options {
   std::string balance;
   /// model.width (the embedded tiny model: 32).
   std::uint32_t width = 32;
+  /// timeouts.rendezvous.
+  std::string rendezvous = "60s";
   /// nodes' `speed`, by node name (others: not written).
   std::map<std::string, double> speeds;
 };

@@ -3,6 +3,10 @@
 #include "actors/bridge.hpp"
 #include "actors/messages.hpp"
 
+#include <algorithm>
+#include <atomic>
+#include <thread>
+
 namespace rekindle::actors {
 namespace {
 
@@ -13,7 +17,8 @@ struct process {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<bridge> b;
-  process(bool listen, std::uint32_t node) {
+  process(bool listen, std::uint32_t node, std::string token = "bridge-test-token-0123456789",
+          std::string readonly_token = "") {
     register_message_types(cfg);
     register_bridge_types(cfg);
     cfg.set("scheduler.max-threads", 2);
@@ -21,7 +26,8 @@ struct process {
     transport::messenger_options o;
     o.name = "node" + std::to_string(node);
     o.node = node;
-    o.token = "bridge-test-token-0123456789";
+    o.token = token;
+    o.readonly_token = readonly_token;
     o.net_devices = "lo";
     if (listen)
       o.listen_host = "127.0.0.1";
@@ -31,6 +37,59 @@ struct process {
   }
   ~process() { b->shutdown(); }
 };
+
+// A peer holding only the read-only token may ask (admin requests, which the supervisor answers
+// or refuses), never command: every other message kind, sent straight to an agent, a checkpoint
+// actor or the supervisor, stops at the bridge. The same messages from the cluster token pass.
+TEST(bridge, a_read_only_peer_reaches_no_actor_with_anything_but_an_admin_request) {
+  const std::string admin_token = "bridge-test-token-0123456789", ro_token = "look-only-0123456789abcdef";
+  process server{true, 0, admin_token, ro_token};
+  auto received = std::make_shared<std::atomic<int>>(0);
+  auto recorder = server.sys->spawn([received](caf::event_based_actor* self) -> caf::behavior {
+    self->set_default_handler([received](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+      received->fetch_add(1);
+      return caf::message{};
+    });
+    return {[](caf::exit_msg&) {}};
+  });
+  for (const auto* name : {"agent", "checkpoint", "supervisor", "worker"})
+    server.b->expose(name, recorder);
+  const auto all = one_message_of_every_type();
+  const auto may = static_cast<int>(std::count_if(all.begin(), all.end(), read_only_may_send));
+  const int must_not = static_cast<int>(all.size()) - may;
+  ASSERT_GT(must_not, 30) << "every control message kind";
+  ASSERT_EQ(may, 13) << "the admin requests";
+
+  process ro{false, 1, ro_token}, admin{false, 2, admin_token};
+  auto ro_peer = ro.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
+  ASSERT_TRUE(ro_peer) << ro_peer.error();
+  ASSERT_EQ(ro_peer->role, transport::peer_role::readonly);
+  const std::vector<std::string> targets{"agent", "checkpoint", "supervisor"};
+  for (const auto& to : targets)
+    for (const auto& m : all)
+      ro.b->send_made(ro_peer->id, "shell", to, m);
+  const auto until = [](auto f) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!f() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(5ms);
+    return f();
+  };
+  const auto n = static_cast<int>(targets.size());
+  EXPECT_TRUE(until([&] { return static_cast<int>(server.b->refused()) == n * must_not; }))
+      << server.b->refused() << " refused of " << n * must_not;
+  EXPECT_TRUE(until([&] { return received->load() == n * may; })) << received->load() << " delivered";
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(received->load(), n * may) << "a message of a read-only peer beyond the admin requests got through";
+
+  // The cluster token's peer: everything is delivered, nothing more is refused.
+  auto admin_peer = admin.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
+  ASSERT_TRUE(admin_peer) << admin_peer.error();
+  for (const auto& m : all)
+    admin.b->send_made(admin_peer->id, "agent", "agent", m);
+  EXPECT_TRUE(until([&] { return received->load() == n * may + static_cast<int>(all.size()); })) << received->load();
+  EXPECT_EQ(static_cast<int>(server.b->refused()), n * must_not);
+  caf::anon_send_exit(recorder, caf::exit_reason::user_shutdown);
+}
 
 TEST(bridge, messages_reach_named_actors_with_their_envelope_and_replies_come_back) {
   process server{true, 0}, client{false, 1};

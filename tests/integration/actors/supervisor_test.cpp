@@ -157,6 +157,8 @@ struct played_agent {
     EXPECT_TRUE(peer) << peer.error();
     supervisor = peer->id;
     send(node_hello{node, "n" + std::to_string(n), "127.0.0.1:1", 1});
+    // As a node's checkpoint actor does after each connection: it holds no copies.
+    b->send(supervisor, "checkpoint", "supervisor", holdings_reported{node, 0});
   }
   ~played_agent() { b->shutdown(); }
 

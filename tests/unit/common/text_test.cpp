@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "common/logging.hpp"
 #include "common/text.hpp"
 
@@ -86,6 +90,44 @@ TEST(text, host_and_port_parse_and_every_bad_address_is_refused_saying_why) {
     EXPECT_EQ(r.error().code(), errc::parse_error) << bad;
     EXPECT_NE(r.error().message().find(bad), std::string::npos) << r.error().message();
   }
+}
+
+TEST(text, whole_numbers_are_digits_in_range_and_nothing_else) {
+  EXPECT_EQ(*parse_whole_number("0"), 0u);
+  EXPECT_EQ(*parse_whole_number("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(*parse_whole_number("65535", 1, 65535), 65535u);
+  for (const char* bad : {"", "-1", "-5", "+5", " 5", "5 ", "1e3", "0x10", "5.0", "99999999999999999999999",
+                          "18446744073709551616", "abc"}) {
+    auto r = parse_whole_number(bad);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code(), errc::parse_error) << bad;
+    EXPECT_EQ(r.error().message(), "'" + std::string{bad} + "' is not a whole number from 0 to 18446744073709551615");
+  }
+  auto r = parse_whole_number("70000", 0, 65535);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), "'70000' is not a whole number from 0 to 65535");
+  EXPECT_FALSE(parse_whole_number("0", 1, 10));
+}
+
+TEST(text, hosts_are_addresses_or_names_and_the_error_says_which_part_is_wrong) {
+  for (const char* good : {"127.0.0.1", "10.0.0.7", "::1", "fe80::1", "localhost", "node-3.cluster.local", "n0"})
+    EXPECT_TRUE(check_host(good).ok()) << good << ": " << check_host(good);
+  const std::vector<std::pair<const char*, const char*>> bad{
+      {"999.1.1.1", "not an IPv4 address"},
+      {"1.2.3", "not an IPv4 address"},
+      {"[::1]", "without brackets"},
+      {"::g", "not an IPv6 address"},
+      {"", "empty"},
+      {"a..b", "1 to 63 characters"},
+      {"-a", "letters, digits and '-'"},
+      {"a b", "letters, digits and '-'"},
+  };
+  for (const auto& [host, why] : bad) {
+    const auto s = check_host(host);
+    ASSERT_FALSE(s.ok()) << host;
+    EXPECT_NE(s.message().find(why), std::string::npos) << host << ": " << s.message();
+  }
+  EXPECT_FALSE(parse_host_port("999.1.1.1:7400"));
 }
 
 TEST(logging, levels_parse_by_name) {

@@ -119,8 +119,8 @@ TEST(config, unreadable_token_file) {
   EXPECT_EQ(e.line, 9u);
   EXPECT_EQ(e.column, 14u);
   EXPECT_EQ(e.field, "security.token_file");
-  EXPECT_EQ(e.message, "cannot read token file '" + (dir.path() / "missing.token").string() +
-                           "': No such file or directory");
+  EXPECT_EQ(e.message, "'" + (dir.path() / "missing.token").string() +
+                           "': cannot read token file: No such file or directory");
 }
 
 TEST(config, empty_and_short_tokens) {

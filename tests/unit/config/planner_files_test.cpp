@@ -38,6 +38,19 @@ diagnostic only_error(const file_result<T>& r) {
   return r.errors.empty() ? diagnostic{} : r.errors.front();
 }
 
+TEST(plan_cluster_file, a_cluster_past_the_device_limit_is_refused_naming_the_entry_not_allocated) {
+  auto r = parse_plan_cluster("[types.a100]\npreset = \"a100-80gb\"\n\n[[nodes]]\nname = \"a\"\ntype = \"a100\"\n"
+                              "devices = 1024\ncount = 100000\n",
+                              "c.toml");
+  const auto e = only_error(r);
+  EXPECT_EQ(e.field, "nodes[0].count");
+  EXPECT_NE(e.message.find("102400000 devices; a cluster has at most 131072"), std::string::npos) << e.message;
+  auto ok = parse_plan_cluster("[types.a100]\npreset = \"a100-80gb\"\n\n[[nodes]]\nname = \"a\"\ntype = \"a100\"\n"
+                               "devices = 1024\ncount = 128\n",
+                               "c.toml");
+  EXPECT_TRUE(ok.ok()) << ok.error_text();
+}
+
 TEST(plan_cluster_file, preset_fills_figures_and_fields_override_them) {
   auto r = parse_plan_cluster(std::string{small_cluster} + "\n[types.h100]\npreset = \"h100-sxm\"\nefficiency = 0.4\n"
                                                           "memory = \"64GiB\"\n",

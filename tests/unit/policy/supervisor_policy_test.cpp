@@ -379,11 +379,17 @@ TEST(supervisor_policy, a_restarted_supervisor_starts_a_new_epoch_once_nodes_ret
   std::vector<rank_slot> placement{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}};
   (void)p.recover_after_restart(epoch_t{7}, placement, step_t{40});
   EXPECT_EQ(p.state(), job_state::waiting_for_nodes);
-  // The nodes report again what they hold from the reloaded epoch.
+  (void)p.on_node_up(node_id{0});
+  (void)p.on_node_up(node_id{1});
+  // Up is not enough: a restore point chosen before the nodes said what they hold would miss it.
+  EXPECT_EQ(p.state(), job_state::waiting_for_nodes);
+  EXPECT_EQ(p.epoch(), epoch_t{7});
+  // The nodes report again what they hold from the reloaded epoch, then that they are done.
   p.on_snapshot({epoch_t{7}, rank_id{0}, step_t{40}, node_id{1}, copy_kind::buddy_replica});
   p.on_snapshot({epoch_t{7}, rank_id{1}, step_t{40}, node_id{1}, copy_kind::local_slot});
-  (void)p.on_node_up(node_id{0});
-  auto a = p.on_node_up(node_id{1});
+  EXPECT_TRUE(p.on_holdings_reported(node_id{1}).empty());
+  EXPECT_EQ(p.state(), job_state::waiting_for_nodes) << "n0 has not reported";
+  auto a = p.on_holdings_reported(node_id{0});
   EXPECT_EQ(p.epoch(), epoch_t{8});
   EXPECT_EQ(all_of<spawn_rank>(a).size(), 2u);
   std::vector<policy_action> last;
@@ -549,6 +555,8 @@ TEST(supervisor_policy, a_newer_checkpoint_on_disk_is_the_restore_point_and_a_ba
   (void)p.recover_after_restart(epoch_t{3}, placement, step_t{42});
   (void)p.on_node_up(node_id{0});
   (void)p.on_node_up(node_id{1});
+  (void)p.on_holdings_reported(node_id{0});
+  (void)p.on_holdings_reported(node_id{1});
   auto start = all_ready(p);
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{40});

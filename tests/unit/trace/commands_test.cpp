@@ -147,7 +147,7 @@ TEST(trace_commands, convert_names_a_bad_format) {
   c.format = "infinitehbd";
   r = run(convert_command, c);
   EXPECT_EQ(r.code, exit_bad_input);
-  EXPECT_NE(r.err.find("whatever.json: cannot read the record"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("whatever.json: cannot read record: No such file"), std::string::npos) << r.err;
 }
 
 }  // namespace

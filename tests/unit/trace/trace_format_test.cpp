@@ -265,6 +265,29 @@ TEST(trace_format, written_file_reads_back) {
   EXPECT_NE(missing.errors[0].to_string().find("absent.jsonl: cannot read trace file: No such file"), std::string::npos);
 }
 
+TEST(trace_format, deep_nesting_and_times_past_the_limit_are_errors_not_crashes_or_endless_replays) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto r = parse(std::string{header} + "{\"at\": 1, \"kind\": \"kill\", \"rank\": 0, \"x-deep\": " + deep + "}\n", "t.jsonl");
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_EQ(r.errors[0].line, 2u);
+  EXPECT_NE(r.errors[0].message.find("nested 100001 levels deep; a trace line nests at most 64"), std::string::npos)
+      << r.error_text();
+  for (const auto* h : {"{\"rekindle_trace\": 1, \"duration\": 1e300}", "{\"rekindle_trace\": 1, \"duration\": 1e15}",
+                        "{\"rekindle_trace\": 1, \"duration\": 12000000, \"time_unit\": \"d\"}"}) {
+    auto d = parse(std::string{h} + "\n", "t.jsonl");
+    ASSERT_FALSE(d.ok()) << h;
+    EXPECT_EQ(d.errors[0].field, "duration") << d.error_text();
+    EXPECT_NE(d.errors[0].message.find("a trace covers at most 1000000000 s"), std::string::npos) << d.error_text();
+  }
+  auto at = parse(std::string{header} + "{\"at\": 2e9, \"kind\": \"kill\", \"rank\": 0}\n", "t.jsonl");
+  ASSERT_FALSE(at.ok());
+  EXPECT_EQ(at.errors[0].field, "at");
+  auto repair = parse(std::string{header} + "{\"at\": 1, \"kind\": \"node_down\", \"node\": \"n0\", \"repair\": 1e12}\n", "t.jsonl");
+  ASSERT_FALSE(repair.ok());
+  EXPECT_EQ(repair.errors[0].field, "repair");
+  EXPECT_TRUE(parse(std::string{header} + "{\"at\": 999999999, \"kind\": \"kill\", \"rank\": 0}\n", "t.jsonl").ok());
+}
+
 TEST(trace_format, check_targets_of_a_trace_made_in_memory) {
   auto t = sample();
   t.events[1].target = fault_target::of_rank(99);

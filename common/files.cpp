@@ -1,0 +1,77 @@
+#include "common/files.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/text.hpp"
+
+namespace rekindle {
+
+namespace {
+
+std::string kind_of(mode_t mode) {
+  if (S_ISDIR(mode))
+    return "a directory";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISCHR(mode))
+    return "a character device";
+  if (S_ISBLK(mode))
+    return "a block device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+expected<std::string> read_file_bounded(const std::filesystem::path& path, std::uint64_t max_bytes,
+                                        std::string_view what) {
+  const std::string kind{what};
+  // O_NONBLOCK: opening a FIFO for reading must not wait for a writer; it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    const int e = errno;
+    return status{e == ENOENT || e == ENOTDIR ? errc::not_found : errc::io_error,
+                  "cannot read " + kind + ": " + std::strerror(e)};
+  }
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } guard{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return status{errc::io_error, "cannot read " + kind + ": " + std::strerror(errno)};
+  if (!S_ISREG(st.st_mode))
+    return status{errc::invalid_argument, "is " + kind_of(st.st_mode) + ", not a " + kind};
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    return status{errc::invalid_argument, "is " + format_bytes(static_cast<double>(st.st_size)) + "; the limit for a " +
+                                              kind + " is " + format_bytes(static_cast<double>(max_bytes))};
+  // A file that grows while it is read is cut at the limit and refused.
+  std::string out(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (true) {
+    if (got == out.size()) {
+      if (out.size() > max_bytes)
+        return status{errc::invalid_argument, "grew past the limit for a " + kind + " of " +
+                                                  format_bytes(static_cast<double>(max_bytes)) + " while it was read"};
+      out.resize(std::min<std::size_t>(out.size() + 65536, static_cast<std::size_t>(max_bytes) + 1));
+    }
+    const auto n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return status{errc::io_error, "cannot read " + kind + ": " + std::strerror(errno)};
+    if (n == 0)
+      break;
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+}  // namespace rekindle

@@ -1,0 +1,125 @@
+// Security of a running cluster: what a peer holding only the read-only token can do when it
+// talks to a daemon directly (not through the shell), and who may read what the daemons write.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "actors/bridge.hpp"
+#include "actors/messages.hpp"
+#include "actors/node_context.hpp"
+#include "tests/support/cluster.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+const std::string admin_token = "admin-secret-0123456789abcdef";
+const std::string ro_token = "look-only-0123456789abcdef";
+
+// The port a node's daemon listens on, from its log.
+std::uint16_t port_of(const testing::local_cluster& c, const std::string& node) {
+  std::smatch m;
+  const auto log = c.log(node);
+  if (!std::regex_search(log, m, std::regex{"listening on 127\\.0\\.0\\.1:([0-9]+)"}))
+    return 0;
+  return static_cast<std::uint16_t>(std::stoi(m[1].str()));
+}
+
+// A process of the test's own: an actor system and a bridge presenting `token`.
+struct intruder {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<actors::bridge> b;
+  explicit intruder(const std::string& token) {
+    actors::configure_actor_system(cfg, 1);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    transport::messenger_options o;
+    o.name = "intruder";
+    o.node = 0xfffffff0u;
+    o.token = token;
+    o.net_devices = "lo";
+    auto started = actors::bridge::start(*sys, o);
+    EXPECT_TRUE(started) << started.error();
+    b = std::move(*started);
+  }
+  ~intruder() { b->shutdown(); }
+};
+
+// S2: a read-only peer sends every control message kind straight to n1's agent and checkpoint
+// actor, with an epoch far ahead so no fence could stop them: nothing happens to the job. The
+// same kill_request with the cluster token does kill the rank (the test can see a kill).
+TEST(security, a_read_only_peer_commands_no_daemon_directly) {
+  testing::local_cluster c{{.steps = 1000000,
+                            .persist_every = 0,
+                            .extra = "\n[security]\ntoken_file = \"admin.token\"\nreadonly_token_file = \"ro.token\"\n"}};
+  const auto dir = c.config().parent_path();
+  std::ofstream(dir / "admin.token") << admin_token << "\n";
+  std::ofstream(dir / "ro.token") << ro_token << "\n";
+  fs::permissions(dir / "admin.token", fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  fs::permissions(dir / "ro.token", fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
+  const auto port = port_of(c, "n1");
+  ASSERT_NE(port, 0) << c.log("n1");
+  const int pid_before = c.rank_pid(2);
+
+  intruder ro{ro_token};
+  auto peer = ro.b->connect_blocking("127.0.0.1", port, 30s);
+  ASSERT_TRUE(peer) << peer.error();
+  ASSERT_EQ(peer->role, transport::peer_role::readonly);
+  ro.b->send(peer->id, "shell", "agent", actors::kill_request{epoch_t{1000}, rank_id{2}, SIGKILL, "intruder"});
+  ro.b->send(peer->id, "shell", "agent", actors::fail_node{"intruder"});
+  for (const auto& m : actors::one_message_of_every_type())
+    for (const auto* to : {"agent", "checkpoint", "supervisor"})
+      ro.b->send_made(peer->id, "shell", to, m);
+  std::this_thread::sleep_for(3s);
+  auto s = c.status();
+  EXPECT_EQ(s["state"], "running") << c.log("n1");
+  EXPECT_EQ(s["epoch"], 1) << "nothing was changed: " << c.log("n1");
+  EXPECT_EQ(s["recoveries"].size(), 0u);
+  EXPECT_EQ(c.rank_pid(2), pid_before) << "rank 2 was killed";
+  EXPECT_NE(c.log("n1").find("its token is read-only and it may only send admin requests"), std::string::npos)
+      << c.log("n1");
+
+  // The same request with the cluster token is obeyed.
+  intruder admin{admin_token};
+  auto apeer = admin.b->connect_blocking("127.0.0.1", port, 30s);
+  ASSERT_TRUE(apeer) << apeer.error();
+  admin.b->send(apeer->id, "supervisor", "agent", actors::kill_request{epoch_t{1}, rank_id{2}, SIGKILL, "admin"});
+  EXPECT_TRUE(c.wait_for([](const nlohmann::json& st) { return !st["recoveries"].empty(); }, 60s)) << c.log("n1");
+}
+
+// M6: what the daemons write (state store, checkpoints, logs, addresses) is the owner's alone,
+// and a token file others can read gets a warning.
+TEST(security, the_daemons_files_are_the_owners_alone) {
+  testing::local_cluster c{{.steps = 60, .persist_every = 10,
+                            .extra = "\n[security]\ntoken_file = \"open.token\"\n"}};
+  const auto dir = c.config().parent_path();
+  std::ofstream(dir / "open.token") << admin_token << "\n";
+  fs::permissions(dir / "open.token", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                                          fs::perms::others_read,
+                  fs::perm_options::replace);
+  c.start_all();
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  EXPECT_NE(c.log("n0").find("can be read by other users (mode 0644)"), std::string::npos) << c.log("n0");
+  std::size_t checked = 0;
+  for (const auto& e : fs::recursive_directory_iterator(c.data_dir())) {
+    const auto p = e.symlink_status().permissions();
+    EXPECT_EQ(p & (fs::perms::group_all | fs::perms::others_all), fs::perms::none)
+        << e.path() << " is open to other users";
+    ++checked;
+  }
+  EXPECT_GT(checked, 10u) << "the state store, checkpoints and logs were all looked at";
+}
+
+}  // namespace
+}  // namespace rekindle
