@@ -113,7 +113,8 @@ expected<fault_trace> generate(const cluster_shape& cluster, const generate_opti
   std::vector<double> cumulative;
   double total = 0;
   for (const auto& [name, weight] : mix) {
-    auto it = std::find_if(categories.begin(), categories.end(), [&](const generator_category& c) { return c.name == name; });
+    const std::string& wanted = name;  // clang 14 cannot capture a structured binding
+    auto it = std::find_if(categories.begin(), categories.end(), [&](const generator_category& c) { return c.name == wanted; });
     if (it == categories.end())
       return status{errc::invalid_argument, "unknown category '" + name + "'"};
     if (weight <= 0)
