@@ -126,15 +126,6 @@ class payload_reader {
     }
     return true;
   }
-  // `n` bytes, at most `max`.
-  bool blob(std::vector<std::byte>& out, std::size_t max) {
-    std::uint32_t n = 0;
-    if (!u32(n) || n > max || in_.size() < n)
-      return false;
-    out.assign(in_.begin(), in_.begin() + n);
-    in_ = in_.subspan(n);
-    return true;
-  }
   [[nodiscard]] bool empty() const noexcept { return in_.empty(); }
   bool string(std::string& s) {
     std::uint8_t n = 0;
