@@ -18,6 +18,8 @@ namespace {
 // endpoint a moment before it dies; a program's interpreter may take seconds to exit after it left.
 constexpr std::chrono::milliseconds worker_exit_grace{50};
 constexpr std::chrono::milliseconds program_exit_grace{3000};
+// Progress reports kept while no supervisor is connected (about 100 bytes each).
+constexpr std::size_t max_unsent_progress = 50000;
 }  // namespace
 
 agent_actor::agent_actor(caf::actor_config& cfg, node_context* ctx, caf::actor checkpoint)
@@ -67,6 +69,7 @@ void agent_actor::connect_to_supervisor() {
     return;
   }
   connecting_ = true;
+  connecting_to_ = address;
   caf::actor self = this;
   ctx_->bridge->connect(to->host, to->port, [self](expected<transport::peer_info> r) {
     if (r)
@@ -78,10 +81,24 @@ void agent_actor::connect_to_supervisor() {
 
 void agent_actor::on_supervisor_up(transport::peer_id peer) {
   connecting_ = false;
+  if (ctx_->with_standby() && connecting_to_ != ctx_->supervisor_address()) {
+    // The leader changed while this connection was made: it goes to the new one instead.
+    ctx_->bridge->close(peer);
+    send(this, connect_atom::value);
+    return;
+  }
   ctx_->supervisor->set(peer);
-  spdlog::info("agent connected to the supervisor node={}", ctx_->node_name());
+  connected_to_ = connecting_to_;
+  if (ctx_->with_standby())
+    ctx_->bridge->follow_leader(peer);
+  spdlog::info("agent connected to the supervisor node={} at {}", ctx_->node_name(), connected_to_);
+  say_hello();
+}
+
+void agent_actor::say_hello() {
   to_supervisor(node_hello{ctx_->node, ctx_->node_name(), ctx_->address, static_cast<std::uint32_t>(getpid()),
-                           reached_step_});
+                           reached_step_, std::max(epoch_, ctx_->bridge->epoch())});
+  flush_progress();  // what the ranks did while no supervisor heard
   caf::anon_send(checkpoint_, connect_atom::value);  // re-report what it holds
 }
 
@@ -93,6 +110,26 @@ caf::behavior agent_actor::make_behavior() {
   return {
       [this](connect_atom) { connect_to_supervisor(); },
       [this](connect_atom, transport::peer_id peer) { on_supervisor_up(peer); },
+      [this](const envelope& from, const introduce_yourself& i) {
+        // A supervisor that started after this agent connected to its daemon.
+        if (ctx_->supervisor->peer() == from.peer) {
+          spdlog::info("agent: the supervisor (term {}) asks for this node's hello", i.term);
+          say_hello();
+        }
+      },
+      [this](const leader_seen& l) {
+        // etcd names another leader: the old one is left (its messages are dropped from now on)
+        // and the new one hears this node's hello.
+        const auto peer = ctx_->supervisor->peer();
+        if (!peer || l.address == connected_to_)
+          return;
+        spdlog::warn("agent: the supervisor's leader is now {} at {} (term {}); leaving {}", l.node, l.address, l.term,
+                     connected_to_);
+        ctx_->supervisor->set(std::nullopt);
+        ctx_->bridge->follow_leader(std::nullopt);
+        ctx_->bridge->close(*peer);
+        send(this, connect_atom::value);
+      },
       [this](connect_atom, const std::string& why) {
         connecting_ = false;
         spdlog::info("agent cannot reach the supervisor yet ({}); retrying", why);
@@ -109,6 +146,8 @@ caf::behavior agent_actor::make_behavior() {
           // Supervisor loss: workers keep training; reconnect and say hello again.
           spdlog::warn("agent lost the supervisor: {}", e.reason);
           ctx_->supervisor->set(std::nullopt);
+          if (ctx_->with_standby())
+            ctx_->bridge->follow_leader(std::nullopt);
           send(this, connect_atom::value);
           return;
         }
@@ -532,6 +571,13 @@ void agent_actor::forget_stale_progress() {
 void agent_actor::flush_progress() {
   if (progress_.empty())
     return;
+  if (!ctx_->supervisor->peer()) {
+    // Nobody to tell (a supervisor restarting, a standby taking over): the reports wait for the
+    // next one, the newest kept, so it learns the losses of the steps trained meanwhile.
+    if (progress_.size() > max_unsent_progress)
+      progress_.erase(progress_.begin(), progress_.end() - static_cast<std::ptrdiff_t>(max_unsent_progress));
+    return;
+  }
   to_supervisor(progress_batch{epoch_, ctx_->node, std::move(progress_)});
   progress_.clear();
 }

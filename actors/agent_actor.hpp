@@ -78,6 +78,8 @@ class agent_actor : public caf::event_based_actor {
   std::int32_t start_program(std::optional<std::uint32_t> local_index);
   void assign_worker(worker& w);
   void stop_worker(worker& w, int signal, const std::string& why);
+  /// node_hello to the supervisor, then what the node holds and the progress not yet reported.
+  void say_hello();
   template <class T>
   void to_supervisor(const T& msg);
   template <class T>
@@ -90,6 +92,9 @@ class agent_actor : public caf::event_based_actor {
   node_context* ctx_;
   caf::actor checkpoint_;
   bool connecting_ = false;
+  /// The supervisor address the pending connection goes to, and the one the link is to.
+  std::string connecting_to_;
+  std::string connected_to_;
   /// The last supervisor address that could not be parsed (logged once).
   std::string bad_address_;
   std::uint64_t heartbeat_seq_ = 0;

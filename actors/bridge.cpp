@@ -178,6 +178,20 @@ void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
                    f.header.dst_actor, from.name, from.node, refused_.load());
     return;
   }
+  // The leader's fence: with a standby, only the supervisor etcd names is obeyed.
+  if (f.header.src_actor == "supervisor") {
+    bool obey = true;
+    {
+      std::lock_guard lock{mutex_};
+      obey = !leader_fenced_ || leader_ == from.id;
+    }
+    if (!obey) {
+      not_from_leader_.fetch_add(1);
+      spdlog::debug("{} from a supervisor that is not the leader ({}) dropped",
+                    msg.content().stringify().substr(0, 40), from.name);
+      return;
+    }
+  }
   // The fence: a message of an older epoch is never delivered.
   if (const auto e = fenced_epoch(msg); e && e->value() < epoch_.load()) {
     messenger_->count_drop(transport::drop_reason::stale_epoch);
@@ -191,11 +205,26 @@ void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
   caf::anon_send(target, full + msg);
 }
 
+std::vector<transport::peer_id> bridge::peers() const {
+  std::lock_guard lock{mutex_};
+  return {peers_.begin(), peers_.end()};
+}
+
+void bridge::follow_leader(std::optional<transport::peer_id> leader) {
+  std::lock_guard lock{mutex_};
+  leader_fenced_ = true;
+  leader_ = leader;
+}
+
 void bridge::on_peer(const transport::peer_info& p, bool up, const std::string& reason) {
   std::vector<caf::actor> watchers;
   {
     std::lock_guard lock{mutex_};
     watchers = watchers_;
+    if (up)
+      peers_.insert(p.id);
+    else
+      peers_.erase(p.id);
   }
   peer_event e{up, p.id, node_id{p.node}, p.name, static_cast<std::uint8_t>(p.role), p.outbound, reason};
   for (auto& w : watchers)

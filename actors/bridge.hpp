@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -121,6 +122,16 @@ class bridge {
   /// Messages refused for the sender's role (read-only peers may only send admin requests).
   [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(); }
 
+  /// With a standby supervisor (docs/RELIABILITY.md): from now on, messages from a process's
+  /// "supervisor" actor are delivered only when they come from `leader`, the daemon etcd names
+  /// (none: from nobody); the rest are dropped and counted. An old leader cut off by a partition
+  /// commands nobody who has heard of the new one.
+  void follow_leader(std::optional<transport::peer_id> leader);
+  /// The peers connected now.
+  [[nodiscard]] std::vector<transport::peer_id> peers() const;
+  /// Messages dropped because their supervisor is not the leader this process follows.
+  [[nodiscard]] std::uint64_t not_from_leader() const noexcept { return not_from_leader_.load(); }
+
   /// Stops the transport; later sends are dropped.
   void shutdown();
 
@@ -136,12 +147,18 @@ class bridge {
 
   caf::actor_system& system_;
   std::unique_ptr<transport::messenger> messenger_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::map<std::string, caf::actor> exposed_;
   std::vector<caf::actor> watchers_;
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::uint64_t> undeliverable_{0};
   std::atomic<std::uint64_t> refused_{0};
+  std::atomic<std::uint64_t> not_from_leader_{0};
+  /// Set by follow_leader (under mutex_): whether supervisors are checked, and the one followed.
+  bool leader_fenced_ = false;
+  std::optional<transport::peer_id> leader_;
+  /// Peers up now (under mutex_), from the transport's peer events.
+  std::set<transport::peer_id> peers_;
   std::atomic<std::int64_t> last_refusal_log_ns_{0};
 };
 

@@ -17,7 +17,7 @@ namespace {
 
 using wire_types = type_list<node_hello, node_heartbeat, rank_assignment, assign_ranks, abort_epoch, rank_ready,
                             restore_source, start_training, rank_exited, rank_completed, rank_trouble, progress_report, progress_batch,
-                            rank_restored, snapshot_held, holdings_reported, snapshot_dropped, snapshot_committed, restore_failed, kill_request, fail_node, job_finished, worker_hello, worker_activate, worker_heartbeat,
+                            rank_restored, snapshot_held, holdings_reported, replica_pull, replica_changes, leader_seen, introduce_yourself, snapshot_dropped, snapshot_committed, restore_failed, kill_request, fail_node, job_finished, worker_hello, worker_activate, worker_heartbeat,
                             worker_assignment, snapshot_taken, snapshot_skipped, replica_header, state_request, state_reply, persist_request,
                             shard_persisted, admin_reply, drill_request, partition_request, child_exited>;
 

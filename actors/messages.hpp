@@ -39,6 +39,9 @@ struct node_hello {
   /// The furthest step its ranks reported in the epoch the agent knows: after a supervisor
   /// restart, how far the job got while nobody heard its progress.
   std::uint64_t reached_step = 0;
+  /// The newest epoch the node has seen: a supervisor that took over from a replica a little
+  /// behind starts its next epoch past every one announced before.
+  epoch_t epoch;
 };
 
 /// An agent is alive.
@@ -187,6 +190,44 @@ struct snapshot_held {
 struct holdings_reported {
   node_id node;
   std::uint32_t copies = 0;
+};
+
+/// A standby asks the supervisor for the changes of its state store from where the standby's
+/// replica stands (storage::replica_position).
+struct replica_pull {
+  /// Echoed by the answer: an answer to an earlier pull is not applied.
+  std::uint64_t id = 0;
+  std::string source;
+  std::uint64_t next = 0;
+  bool copying = false;
+  std::string copied;
+};
+
+/// The supervisor's answer: changes to apply in order (storage::replication_chunk).
+struct replica_changes {
+  std::uint64_t id = 0;
+  bool reset = false;
+  std::vector<std::string> batches;
+  std::string source;
+  std::uint64_t next = 0;
+  bool copying = false;
+  std::string copied;
+};
+
+/// Inside a daemon: etcd names this daemon as the supervisor's leader (term: the leader key's
+/// create revision), or another one (`address`), or none (`term` 0).
+struct leader_seen {
+  std::int64_t term = 0;
+  std::string node;
+  std::string address;
+};
+
+/// A supervisor that just took the lead asks every process connected to its daemon to say hello
+/// (again): an agent that connected before the supervisor was there said it to nobody. Only the
+/// agents that follow this daemon (bridge::follow_leader) receive it.
+struct introduce_yourself {
+  /// The new leader's term.
+  std::int64_t term = 0;
 };
 
 /// A node no longer holds a copy it reported (a slot half rewritten, a replica evicted).
@@ -387,7 +428,11 @@ struct state_reply {
     return f(caf::meta::type_name(#type), __VA_ARGS__);                      \
   }
 
-RK_INSPECT(node_hello, x.node, x.name, x.address, x.pid, x.reached_step)
+RK_INSPECT(node_hello, x.node, x.name, x.address, x.pid, x.reached_step, x.epoch)
+RK_INSPECT(replica_pull, x.id, x.source, x.next, x.copying, x.copied)
+RK_INSPECT(replica_changes, x.id, x.reset, x.batches, x.source, x.next, x.copying, x.copied)
+RK_INSPECT(leader_seen, x.term, x.node, x.address)
+RK_INSPECT(introduce_yourself, x.term)
 RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready)
 RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
 RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address, x.rank0_host)

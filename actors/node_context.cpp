@@ -48,6 +48,8 @@ std::uint32_t node_context::max_local_ranks() const {
 }
 
 std::string node_context::supervisor_address() const {
+  if (with_standby())
+    return leader.address();
   if (!supervisor_override.empty())
     return supervisor_override;
   const auto& sup = spec.nodes.at(spec.supervisor_node().value());

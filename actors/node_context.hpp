@@ -3,6 +3,7 @@
 #include <caf/all.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -60,6 +61,34 @@ class supervisor_link {
   std::optional<transport::peer_id> peer_;
 };
 
+/// Which daemon runs the supervisor, as etcd names it (with a standby; docs/RELIABILITY.md).
+///
+/// Thread-safety: every method may be called from any thread.
+class leader_record {
+ public:
+  void set(std::int64_t term, std::string node, std::string address) {
+    std::lock_guard lock{mutex_};
+    term_ = term;
+    node_ = std::move(node);
+    address_ = std::move(address);
+  }
+  /// host:port of the leader's daemon; "" while none leads.
+  [[nodiscard]] std::string address() const {
+    std::lock_guard lock{mutex_};
+    return address_;
+  }
+  [[nodiscard]] std::int64_t term() const {
+    std::lock_guard lock{mutex_};
+    return term_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::int64_t term_ = 0;
+  std::string node_;
+  std::string address_;
+};
+
 /// What every actor of a node daemon shares. Owned by the daemon; outlives its actors.
 struct node_context {
   config::spec spec;
@@ -80,13 +109,27 @@ struct node_context {
   /// The process's bridge: messages to and from other processes, fenced by epoch.
   actors::bridge* bridge = nullptr;
   supervisor_link* supervisor = nullptr;
+  /// With a standby: the leader etcd names (the daemon's leadership thread keeps it current).
+  leader_record leader;
   const clock* time = nullptr;
 
   [[nodiscard]] const std::string& node_name() const { return spec.nodes.at(node.value()).name; }
   /// The snapshot slot of local rank `local_index` on this node.
   [[nodiscard]] std::string slot_name(std::uint32_t local_index) const;
-  /// host:port of the supervisor's daemon: the command line's, the configured port of the
-  /// supervisor node, or what that daemon wrote to <data_dir>/supervisor.addr; "" until known.
+  /// With a standby: until when (steady clock, ns) this daemon's supervisor may act, set by the
+  /// leadership thread at each renewal of its lease; 0 while it does not lead.
+  std::atomic<std::int64_t> lead_until_ns{0};
+  /// Whether this daemon's supervisor may act now: always without a standby; with one, while its
+  /// lease is known to be held (docs/RELIABILITY.md).
+  [[nodiscard]] bool may_lead() const {
+    return !with_standby() ||
+           std::chrono::steady_clock::now().time_since_epoch().count() < lead_until_ns.load();
+  }
+  /// Whether a standby supervisor is configured: the leader comes from etcd.
+  [[nodiscard]] bool with_standby() const { return !spec.cluster.standby.empty(); }
+  /// host:port of the supervisor's daemon: with a standby, the leader etcd names; else the command
+  /// line's, the configured port of the supervisor node, or what that daemon wrote to
+  /// <data_dir>/supervisor.addr; "" until known.
   [[nodiscard]] std::string supervisor_address() const;
   /// The most ranks this node may run (its configured ranks, or the widest node's for a spare).
   [[nodiscard]] std::uint32_t max_local_ranks() const;

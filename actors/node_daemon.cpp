@@ -16,6 +16,7 @@
 #include "actors/agent_actor.hpp"
 #include "actors/bridge.hpp"
 #include "actors/checkpoint_actor.hpp"
+#include "actors/leadership.hpp"
 #include "actors/messages.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "storage/state_store.hpp"
@@ -113,7 +114,7 @@ int run_node_daemon(daemon_options o) {
   }
 
   caf::actor supervisor;
-  if (is_supervisor) {
+  if (is_supervisor && !ctx.with_standby()) {
     auto store = storage::state_store::open(ctx.node_dir / "state", {.clk = &time});
     if (!store) {
       spdlog::error("cannot open the state store: {}", store.error().message());
@@ -124,6 +125,11 @@ int run_node_daemon(daemon_options o) {
   }
   auto checkpoint = sys.spawn<checkpoint_actor>(&ctx, std::move(slots));
   auto agent = sys.spawn<agent_actor>(&ctx, checkpoint);
+  // With a standby, etcd decides which daemon runs the supervisor (docs/RELIABILITY.md).
+  std::unique_ptr<leadership> leader;
+  if (ctx.with_standby())
+    leader = std::make_unique<leadership>(sys, ctx, agent);
+  const bool candidate = is_supervisor || o.node == o.spec.cluster.standby;
 
   // The reaper: worker processes are reported the moment they end (SIGCHLD through a signalfd),
   // and the thread ends with the daemon.
@@ -154,16 +160,17 @@ int run_node_daemon(daemon_options o) {
     }
     if (o.exit_when_done) {
       std::ifstream report(ctx.data_dir / "report.json");
-      if (report && is_supervisor) {
+      if (report && (ctx.with_standby() ? candidate : is_supervisor)) {
         std::string text((std::istreambuf_iterator<char>(report)), std::istreambuf_iterator<char>());
         exit_code = text.find("\"state\": \"failed\"") != std::string::npos ? 1 : 0;
         std::this_thread::sleep_for(std::chrono::milliseconds{300});
         break;
       }
-      if (!is_supervisor && fs::exists(ctx.data_dir / "report.json"))
+      if (!(ctx.with_standby() ? candidate : is_supervisor) && fs::exists(ctx.data_dir / "report.json"))
         break;
     }
   }
+  leader.reset();  // stops its supervisor, if it runs one, and gives up the lease
   if (supervisor)
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);

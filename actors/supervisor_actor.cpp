@@ -25,6 +25,9 @@ using json = nlohmann::json;
 
 double seconds(std::int64_t ns) { return static_cast<double>(ns) / 1e9; }
 
+// The most bytes of the store's changes in one answer to a standby.
+constexpr std::size_t replica_chunk_bytes = 1 << 20;
+
 // What a restarted supervisor compares to notice a changed configuration: the effective
 // configuration, every default filled in.
 std::uint64_t config_hash(const config::spec& s) {
@@ -44,9 +47,11 @@ void write_atomically(const std::filesystem::path& path, const std::string& text
 
 }  // namespace
 
-supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store)
+supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store,
+                                   std::int64_t term)
     : caf::event_based_actor(cfg),
       ctx_(ctx),
+      term_(term),
       store_(std::move(store)),
       policy_(policy_config_of(ctx->spec), *ctx->time),
       checkpoints_(ctx->spec.checkpoint.persist_every, ctx->spec.checkpoint.snapshot_every, *ctx->time),
@@ -94,6 +99,12 @@ void supervisor_actor::open_recovery(const std::string& cause, std::optional<ran
 }
 
 void supervisor_actor::execute(std::vector<policy_action> actions) {
+  // With a standby, a supervisor whose lease may have run out acts no more: another may lead.
+  if (!ctx_->may_lead()) {
+    if (!actions.empty())
+      spdlog::warn("the supervisor's lease is not known to be held: {} action(s) not carried out", actions.size());
+    return;
+  }
   bool assigned = false;
   const bool starts_epoch =
       std::any_of(actions.begin(), actions.end(), [](const policy_action& a) { return std::holds_alternative<persist_epoch>(a); });
@@ -243,6 +254,10 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
 caf::behavior supervisor_actor::make_behavior() {
   ctx_->bridge->expose("supervisor", this);
   ctx_->bridge->watch_peers(this);
+  // A new leader: agents that connected before it was exposed said hello to nobody.
+  if (ctx_->with_standby())
+    for (const auto peer : ctx_->bridge->peers())
+      ctx_->bridge->send(peer, "supervisor", "agent", introduce_yourself{term_});
   load_checkpoints();
   // A restarted supervisor resumes from its store: a new epoch once the nodes are back.
   auto loaded = store_->load();
@@ -329,7 +344,20 @@ caf::behavior supervisor_actor::make_behavior() {
           ctx_->bridge->send(from.peer, "supervisor", "agent", job_finished{final_state_, "the job has ended"});
           return;
         }
+        policy_.on_epoch_seen(h.epoch);
         execute(policy_.on_node_up(h.node));
+      },
+      [this](const envelope& from, const replica_pull& p) {
+        // A standby's replica asks for what it lacks (docs/RELIABILITY.md).
+        storage::replica_position at{p.source, p.next, p.copying, p.copied};
+        auto chunk = store_->changes_since(at, replica_chunk_bytes);
+        if (!chunk) {
+          spdlog::warn("the changes for the standby's replica could not be read: {}", chunk.error().message());
+          return;
+        }
+        ctx_->bridge->send(from.peer, "supervisor", from.actor,
+                           replica_changes{p.id, chunk->reset, std::move(chunk->batches), chunk->next.source,
+                                           chunk->next.next, chunk->next.copying, chunk->next.copied});
       },
       [this](const envelope&, const node_heartbeat& h) {
         policy_.on_heartbeat(h.node);
@@ -361,13 +389,17 @@ caf::behavior supervisor_actor::make_behavior() {
           measure_speed(p);
           if (p.snapshot_ns > 0)
             s.snapshot_ns = p.snapshot_ns;
-          if (p.rank == rank_id{0} && p.step.value() > 0) {
+          // Every rank reports the same loss (it is all-reduced); rank 0's counts, another's fills a
+          // step rank 0's report never reached this supervisor (its node was away during a takeover).
+          if (p.step.value() > 0) {
             if (losses_.size() < p.step.value()) {
               losses_.resize(p.step.value(), 0.0);
               step_seconds_.resize(p.step.value(), 0.0);
             }
-            losses_[p.step.value() - 1] = p.loss;
-            step_seconds_[p.step.value() - 1] = seconds(p.step_ns);
+            if (p.rank == rank_id{0} || losses_[p.step.value() - 1] == 0.0) {
+              losses_[p.step.value() - 1] = p.loss;
+              step_seconds_[p.step.value() - 1] = seconds(p.step_ns);
+            }
           }
           max_step_ = std::max(max_step_, p.step.value());
           recoveries_.on_reached(p.step.value());

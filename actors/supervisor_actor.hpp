@@ -32,7 +32,9 @@ namespace rekindle::actors {
 /// Exposed to peers as "supervisor". Thread-safety: an actor.
 class supervisor_actor : public caf::event_based_actor {
  public:
-  supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store);
+  /// `term`: with a standby, the leader's term (etcd's create revision of the leader key).
+  supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store,
+                   std::int64_t term = 0);
   caf::behavior make_behavior() override;
   const char* name() const override { return "supervisor"; }
   void on_exit() override;
@@ -143,6 +145,7 @@ class supervisor_actor : public caf::event_based_actor {
   std::map<std::pair<std::uint32_t, std::uint32_t>, double> slot_speed_;
 
   node_context* ctx_;
+  std::int64_t term_ = 0;
   std::unique_ptr<storage::state_store> store_;
   policy::supervisor_policy policy_;
   /// When checkpoints on disk are written and when they count.

@@ -360,6 +360,14 @@ void read_cluster(context& ctx, const toml::table& root, spec& s) {
     r.error("name", "'" + s.cluster.name + "' is not a valid name: use 1-64 letters, digits, '-', '_' or '.'");
   s.cluster.supervisor = r.string("supervisor", "");
   s.cluster.ranks_per_node = r.integer<std::uint32_t>("ranks_per_node", s.cluster.ranks_per_node, 1, 1024);
+  s.cluster.standby = r.string("standby", "");
+  s.cluster.etcd = r.string("etcd", "");
+  if (!s.cluster.etcd.empty())
+    if (auto hp = parse_host_port(s.cluster.etcd); !hp)
+      r.error("etcd", "'" + s.cluster.etcd + "' is not host:port: " + hp.error().message());
+  s.cluster.lease = r.duration("lease", s.cluster.lease, std::chrono::seconds{2}, std::chrono::seconds{60});
+  if (s.cluster.lease % std::chrono::seconds{1} != std::chrono::nanoseconds{0})
+    r.error("lease", "'" + duration_to_string(s.cluster.lease) + "' is not whole seconds (etcd leases count seconds)");
   r.finish();
 }
 
@@ -683,6 +691,14 @@ void check_cluster(context& ctx, const toml::table& root, spec& s) {
     r.error("supervisor", "'" + s.cluster.supervisor + "' is not among the nodes (" + listed + ")" +
                               did_you_mean(s.cluster.supervisor, names));
   }
+  if (!s.cluster.standby.empty()) {
+    if (!s.find_node(s.cluster.standby))
+      r.error("standby", "'" + s.cluster.standby + "' is not among the nodes");
+    else if (s.cluster.standby == s.cluster.supervisor)
+      r.error("standby", "'" + s.cluster.standby + "' is the supervisor's node; a standby must be another node");
+    else if (s.cluster.etcd.empty())
+      r.error("standby", "a standby needs `etcd = \"host:port\"`, where the supervisor's lease lives");
+  }
   if (s.world_size() == 0)
     ctx.error(detail::file_start(), "nodes", "no ranks: every node is a spare; make at least one node a worker node");
   const std::uint32_t micro_batches = s.job.global_batch / s.job.micro_batch;
@@ -814,7 +830,10 @@ std::string to_toml(const spec& s) {
   o << "[cluster]\n"
     << "name = " << quote(s.cluster.name) << "\n"
     << "supervisor = " << quote(s.cluster.supervisor) << "\n"
-    << "ranks_per_node = " << s.cluster.ranks_per_node << "\n";
+    << "ranks_per_node = " << s.cluster.ranks_per_node << "\n"
+    << "standby = " << quote(s.cluster.standby) << "\n"
+    << "etcd = " << quote(s.cluster.etcd) << "\n"
+    << "lease = " << quote(duration_to_string(s.cluster.lease)) << "\n";
   for (const auto& n : s.nodes) {
     o << "\n[[nodes]]\n"
       << "name = " << quote(n.name) << "\n"

@@ -52,6 +52,14 @@ struct cluster_spec {
   std::string supervisor;
   /// Ranks on a node that lists no devices. Default: 1.
   std::uint32_t ranks_per_node = 1;
+  /// A node whose daemon keeps a replica of the supervisor's state and takes over when the
+  /// supervisor's daemon is lost; needs `etcd`. Default: none (docs/RELIABILITY.md).
+  std::string standby;
+  /// host:port of the etcd that holds the supervisor's lease. Default: none.
+  std::string etcd;
+  /// How long the supervisor's lease lasts unrenewed: the longest a lost supervisor goes unnoticed,
+  /// and how soon one cut off from etcd stops acting. Whole seconds, 2 s to 60 s. Default: 3 s.
+  std::chrono::nanoseconds lease = std::chrono::seconds{3};
 
   bool operator==(const cluster_spec&) const = default;
 };

@@ -186,6 +186,11 @@ void supervisor_policy::maybe_leave_waiting(std::vector<policy_action>& out) {
     new_epoch(out, wanted, {}, restarted ? "supervisor restarted" : "all nodes up");
 }
 
+void supervisor_policy::on_epoch_seen(epoch_t e) {
+  if (state_ == job_state::waiting_for_nodes && e > epoch_)
+    epoch_ = e;
+}
+
 void supervisor_policy::on_heartbeat(node_id n) {
   if (n.value() < nodes_.size() && nodes_[n.value()].up)
     nodes_[n.value()].last_heartbeat = clock_.now();
@@ -319,6 +324,15 @@ void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
                                " ranks train from step " + std::to_string(start.restore_step.value()),
                            {}, {}});
   out.push_back(std::move(start));
+  // The ranks trained to the end while no supervisor heard them (a restart, a takeover): the
+  // state they restore is the final one.
+  if (config_.reports_progress && step_.value() >= config_.total_steps) {
+    state_ = job_state::completed;
+    out.push_back(note_event{"completed", "all " + std::to_string(world()) + " ranks hold step " +
+                                              std::to_string(step_.value()) + ", the last: nothing is left to train",
+                             {}, {}});
+    out.push_back(finish_job{job_state::completed, ""});
+  }
 }
 
 std::vector<policy_action> supervisor_policy::on_rank_failed(rank_id r, epoch_t e, const std::string& why) {
@@ -403,6 +417,30 @@ std::vector<policy_action> supervisor_policy::on_rank_completed(rank_id r, epoch
 std::vector<policy_action> supervisor_policy::on_tick() {
   std::vector<policy_action> out;
   const auto now = clock_.now();
+  if (state_ == job_state::waiting_for_nodes && !placement_.empty()) {
+    // After a restart: nodes of the placement that have not come back a node timeout after the
+    // first one did are lost, as if their heartbeats had stopped.
+    const bool any_up = std::any_of(nodes_.begin(), nodes_.end(), [](const node_state& n) { return n.up; });
+    if (any_up && !first_return_)
+      first_return_ = now;
+    if (first_return_ && now - *first_return_ > config_.node_timeout) {
+      std::set<node_id> missing;
+      for (const auto& s : placement_)
+        if (!nodes_[s.node.value()].up)
+          missing.insert(s.node);
+      for (const auto n : missing) {
+        out.push_back(note_event{"node_lost",
+                                 config_.nodes[n.value()].name + " did not come back within " +
+                                     format_duration(config_.node_timeout) + " of the supervisor's restart",
+                                 {}, n});
+        auto change = placement_without(n);
+        out.push_back(std::move(change.note));
+        placement_ = std::move(change.placement);
+      }
+      if (!missing.empty())
+        maybe_leave_waiting(out);
+    }
+  }
   for (std::uint32_t n = 0; n < nodes_.size(); ++n) {
     if (nodes_[n].up && now - nodes_[n].last_heartbeat > config_.node_timeout) {
       auto lost = on_node_lost(node_id{n}, "no heartbeat for " + format_duration(now - nodes_[n].last_heartbeat));
@@ -667,6 +705,7 @@ std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last
   placement_ = std::move(placement);
   step_ = step;
   state_ = job_state::waiting_for_nodes;
+  first_return_.reset();
   // Copies of rank states the nodes report again belong to the reloaded epoch's world.
   copies_.begin_epoch(epoch_, static_cast<std::uint32_t>(placement_.size()), true);
   for (const auto& s : placement_)

@@ -173,6 +173,10 @@ class supervisor_policy {
   /// next epoch only once every node of its placement is up and has reported: a restore point
   /// chosen before would miss steps the nodes hold in memory and fall back to an older one.
   std::vector<policy_action> on_holdings_reported(node_id n);
+  /// A node has seen epoch `e`. A supervisor that took over from a replica a little behind (or
+  /// restarted from a store older than the nodes) starts its next epoch past `e`, so the nodes'
+  /// fence never drops its messages as stale. Only while waiting for the nodes.
+  void on_epoch_seen(epoch_t e);
   /// (6) A node's agent is gone (missed heartbeats, endpoint error, drained).
   std::vector<policy_action> on_node_lost(node_id n, const std::string& why);
   /// A heartbeat from a node's agent.
@@ -252,8 +256,10 @@ class supervisor_policy {
   /// ranks take only at an epoch's start (their micro-batch shares) reaches a running job.
   /// Nothing happens unless the job is training.
   std::vector<policy_action> restart_epoch(const std::string& why);
-  /// After the supervisor's own restart: the reloaded epoch, placement and restart counts (by rank,
-  /// and of the whole job: the limits count on from them); starts a new epoch once nodes return.
+  /// After the supervisor's own restart (or a takeover): the reloaded epoch, placement and restart
+  /// counts (by rank, and of the whole job: the limits count on from them); starts a new epoch once
+  /// the nodes return. A node of the placement that has not returned `node_timeout` after the
+  /// first one did is lost: its ranks move to a spare, or the world shrinks.
   std::vector<policy_action> recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement, step_t step,
                                                    const std::map<rank_id, std::uint32_t>& restarts = {},
                                                    std::uint32_t total_restarts = 0);
@@ -313,6 +319,8 @@ class supervisor_policy {
   /// Where the ranks' states are: copies in memory and checkpoints on disk.
   snapshot_registry copies_;
   clock::time_point rendezvous_since_;
+  /// After a restart: when the first node of the reloaded placement came back.
+  std::optional<clock::time_point> first_return_;
   std::optional<clock::time_point> collective_error_since_;
   /// Ranks of this epoch that reported a failed collective: they wait, they are not stuck.
   std::set<rank_id> collective_waiters_;

@@ -34,6 +34,7 @@ enum class record_type : std::uint8_t {
   restarts = 6,
   checkpoint = 7,
   event = 8,
+  replica_position = 9,
 };
 
 /// Bytes of a record around its payload: type, version, checksum.

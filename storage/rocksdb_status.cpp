@@ -71,4 +71,19 @@ status from_rocksdb(const rocksdb::Status& s, std::string_view what) {
   return status{code_of(s, text, io.GetDataLoss()), std::move(msg)};
 }
 
+rocksdb::Options store_db_options(bool create_if_missing) {
+  rocksdb::Options o;
+  o.OptimizeForSmallDb();
+  o.create_if_missing = create_if_missing;
+  o.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  o.keep_log_file_num = 2;
+  o.max_log_file_size = 1 << 20;
+  // A torn tail of the write-ahead log after a crash is dropped; corruption before it fails open.
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // Replicas read the log (GetUpdatesSince): archived files stay an hour, 64 MiB at most.
+  o.WAL_ttl_seconds = 3600;
+  o.WAL_size_limit_MB = 64;
+  return o;
+}
+
 }  // namespace rekindle::storage

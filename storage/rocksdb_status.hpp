@@ -1,5 +1,6 @@
 #pragma once
 
+#include <rocksdb/options.h>
 #include <rocksdb/status.h>
 
 #include <string_view>
@@ -33,5 +34,10 @@ namespace rekindle::storage {
 /// error retryable and " (data loss)" when it marked it as losing data. Every errc above except
 /// data_loss, invalid_argument, unsupported and failed_precondition is one our callers retry.
 [[nodiscard]] status from_rocksdb(const rocksdb::Status& s, std::string_view what);
+
+/// The options every database of the state store opens with, a replica's too: small, a torn log
+/// tail dropped after a crash, and the write-ahead log kept an hour (64 MiB at most) for replicas
+/// to read (`state_store::changes_since`).
+[[nodiscard]] rocksdb::Options store_db_options(bool create_if_missing);
 
 }  // namespace rekindle::storage

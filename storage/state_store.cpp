@@ -3,6 +3,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
+#include <rocksdb/transaction_log.h>
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
@@ -56,6 +57,8 @@ constexpr std::string_view prefix_member = "member/";
 constexpr std::string_view prefix_rank = "rank/";
 constexpr std::string_view prefix_ckpt = "ckpt/";
 constexpr std::string_view prefix_event = "event/";
+// A replica's own position (state_replica); never copied to another replica.
+constexpr std::string_view prefix_replica = "replica/";
 
 // Largest encoded event append_event accepts.
 constexpr std::size_t max_event_bytes = 1 << 20;
@@ -452,14 +455,7 @@ expected<std::unique_ptr<state_store>> state_store::open(const fs::path& dir, st
       return detail::from_errno(ec.value(), where + ": cannot create the directory");
   }
 
-  rocksdb::Options o;
-  o.OptimizeForSmallDb();
-  o.create_if_missing = options.create_if_missing;
-  o.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  o.keep_log_file_num = 2;
-  o.max_log_file_size = 1 << 20;
-  // A torn tail of the write-ahead log after a crash is dropped; corruption before it fails open.
-  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  const rocksdb::Options o = store_db_options(options.create_if_missing);
   rocksdb::DB* raw = nullptr;
   if (auto s = rocksdb::DB::Open(o, dir.string(), &raw); !s.ok())
     return from_rocksdb(s, where + ": open");
@@ -782,6 +778,87 @@ expected<store_contents> state_store::load() const {
   RK_ASSIGN_OR_RETURN(c.checkpoints, checkpoints());
   c.last_event_seq = durable_event_seq();
   return c;
+}
+
+// ---- replication ----
+
+std::string state_store::identity() const {
+  std::string id;
+  if (impl_->db)
+    (void)impl_->db->GetDbIdentity(id);
+  return id;
+}
+
+expected<replication_chunk> state_store::changes_since(const replica_position& from, std::size_t max_bytes) const {
+  if (!impl_->db)
+    return impl_->closed();
+  const std::string where = "state store " + impl_->dir.string();
+  replication_chunk out;
+  out.next = from;
+  const auto latest = impl_->db->GetLatestSequenceNumber();
+  const auto start_copy = [&] {
+    out.reset = true;
+    out.next.source = identity();
+    // Writes from here on come from the log once the copy is done; those the copy already
+    // holds are applied again, in order, which ends at the same values.
+    out.next.next = latest + 1;
+    out.next.copying = true;
+    out.next.copied.clear();
+  };
+  if (from.source != identity() || from.next == 0 || from.next > latest + 1) {
+    start_copy();
+  } else if (!from.copying) {
+    if (from.next == latest + 1)
+      return out;  // nothing new
+    std::unique_ptr<rocksdb::TransactionLogIterator> it;
+    auto s = impl_->db->GetUpdatesSince(from.next, &it);
+    bool gap = !s.ok() || !it->Valid();
+    std::size_t bytes = 0;
+    for (; !gap && it->Valid() && (out.batches.empty() || bytes < max_bytes); it->Next()) {
+      auto b = it->GetBatch();
+      if (out.batches.empty() && b.sequence > from.next) {
+        gap = true;  // the log no longer reaches back that far
+        break;
+      }
+      const auto end = b.sequence + b.writeBatchPtr->Count();
+      if (end <= from.next)
+        continue;  // a batch the replica holds already
+      bytes += b.writeBatchPtr->GetDataSize();
+      out.batches.push_back(b.writeBatchPtr->Data());
+      out.next.next = end;
+    }
+    if (!gap) {
+      RK_RETURN_IF_ERROR(from_rocksdb(it->status(), where + ": read of the write-ahead log"));
+      return out;
+    }
+    out.batches.clear();
+    out.next = from;
+    start_copy();
+  }
+  // A part of a full copy: the keys after the last one copied, replicas' own positions left out.
+  rocksdb::WriteBatch b;
+  std::unique_ptr<rocksdb::Iterator> it{impl_->db->NewIterator(rocksdb::ReadOptions{})};
+  if (out.next.copied.empty())
+    it->SeekToFirst();
+  else {
+    it->Seek(out.next.copied);
+    if (it->Valid() && it->key() == rocksdb::Slice{out.next.copied})
+      it->Next();
+  }
+  for (; it->Valid() && (b.Count() == 0 || b.GetDataSize() < max_bytes); it->Next()) {
+    out.next.copied = it->key().ToString();
+    if (it->key().starts_with(rocksdb::Slice{prefix_replica.data(), prefix_replica.size()}))
+      continue;
+    RK_RETURN_IF_ERROR(from_rocksdb(b.Put(it->key(), it->value()), where + ": copy"));
+  }
+  RK_RETURN_IF_ERROR(from_rocksdb(it->status(), where + ": copy"));
+  if (!it->Valid()) {
+    out.next.copying = false;
+    out.next.copied.clear();
+  }
+  if (b.Count() > 0)
+    out.batches.push_back(b.Data());
+  return out;
 }
 
 }  // namespace rekindle::storage

@@ -162,6 +162,32 @@ struct store_contents {
   std::uint64_t last_event_seq = 0;
 };
 
+/// Where a replica of a state store stands (docs/STORAGE.md, "Replication").
+struct replica_position {
+  /// The identity of the store followed (RocksDB's, one per database directory); empty before
+  /// the first copy.
+  std::string source;
+  /// The next sequence number of the source's write-ahead log to apply.
+  std::uint64_t next = 0;
+  /// A full copy is under way; `copied` is the last key it holds ("" before the first).
+  bool copying = false;
+  std::string copied;
+
+  /// The replica holds the whole source as it was at some moment: it may take over.
+  [[nodiscard]] bool complete() const noexcept { return !source.empty() && !copying; }
+};
+
+/// What a replica at some position lacks, to apply in order (`state_replica::apply`).
+struct replication_chunk {
+  /// Clear the replica first: a full copy starts.
+  bool reset = false;
+  /// Write batches in RocksDB's encoding: the source's logged writes, or the puts of a part of a
+  /// full copy.
+  std::vector<std::string> batches;
+  /// Where the replica stands once it has applied them.
+  replica_position next;
+};
+
 struct state_store_options {
   /// Stamps events and commit times; must outlive the store. Default: nullptr (the machine's clock).
   const clock* clk = nullptr;
@@ -314,6 +340,16 @@ class state_store {
   /// Durable events after `seq`, in order, at most `limit`. To follow the log, call it again with
   /// the last sequence number returned.
   [[nodiscard]] expected<std::vector<event>> events_after(std::uint64_t seq, std::size_t limit = 10000) const;
+
+  // ---- replication ----
+
+  /// The store's identity: RocksDB's, one per database directory, never copied.
+  [[nodiscard]] std::string identity() const;
+  /// What a replica at `from` lacks, about `max_bytes` of it (at least one batch when there is
+  /// any). The write-ahead log is kept for an hour (64 MiB at most); a replica of another store,
+  /// one the log no longer reaches back to, or one ahead of this store gets a full copy instead,
+  /// in parts, and then the writes logged since the copy began. Errors: the reads'.
+  [[nodiscard]] expected<replication_chunk> changes_since(const replica_position& from, std::size_t max_bytes) const;
 
   // ---- everything ----
 

@@ -16,7 +16,8 @@ namespace fs = std::filesystem;
 local_cluster::local_cluster(cluster_options options) : options_(std::move(options)) {
   config_ = dir_.path() / "cluster.toml";
   data_ = dir_.path() / "data";
-  std::string toml = "[cluster]\nname = \"test\"\nranks_per_node = " + std::to_string(options_.ranks_per_node) + "\n";
+  std::string toml = "[cluster]\nname = \"test\"\nranks_per_node = " + std::to_string(options_.ranks_per_node) + "\n" +
+                     options_.cluster_extra;
   for (const auto& n : node_names())
     toml += "\n[[nodes]]\nname = \"" + n + "\"\nhost = \"127.0.0.1\"\n" + (n == "s0" ? "spare = true\n" : "") +
             (options_.speeds.contains(n) ? "speed = " + std::to_string(options_.speeds.at(n)) + "\n" : "");

@@ -4,6 +4,7 @@
 #include "actors/messages.hpp"
 
 #include <algorithm>
+#include <set>
 #include <atomic>
 #include <thread>
 
@@ -115,6 +116,60 @@ TEST(bridge, messages_reach_named_actors_with_their_envelope_and_replies_come_ba
   }, caf::after(30s) >> [] {});
   EXPECT_TRUE(got);
   caf::anon_send_exit(echo, caf::exit_reason::user_shutdown);
+}
+
+// With a standby: a process obeys only the supervisor etcd names. An old leader cut off by a
+// partition still reaches it, and nothing its supervisor sends is delivered; its other actors are.
+TEST(bridge, only_the_followed_leaders_supervisor_is_obeyed) {
+  process old_leader{true, 0}, new_leader{true, 1}, agent{false, 2};
+  caf::scoped_actor self{*agent.sys};
+  agent.b->expose("agent", caf::actor{self});
+  auto to_old = agent.b->connect_blocking("127.0.0.1", old_leader.b->port(), 30s);
+  auto to_new = agent.b->connect_blocking("127.0.0.1", new_leader.b->port(), 30s);
+  ASSERT_TRUE(to_old) << to_old.error();
+  ASSERT_TRUE(to_new) << to_new.error();
+  // Each server answers the agent's heartbeat from its "supervisor" and its "checkpoint".
+  const auto answer_from = [](process& p, std::uint64_t mark) {
+    auto* b = p.b.get();
+    auto a = p.sys->spawn([b, mark](caf::event_based_actor*) -> caf::behavior {
+      return {[b, mark](const envelope& from, const node_heartbeat&) {
+        b->send(from.peer, "supervisor", "agent", node_heartbeat{node_id{0}, mark});
+        b->send(from.peer, "checkpoint", "agent", node_heartbeat{node_id{0}, mark + 1});
+      }};
+    });
+    p.b->expose("supervisor", a);
+    return a;
+  };
+  auto old_sup = answer_from(old_leader, 100);
+  auto new_sup = answer_from(new_leader, 200);
+  const auto received = [&](std::size_t want) {
+    std::multiset<std::pair<std::string, std::uint64_t>> got;
+    for (std::size_t i = 0; i < want; ++i)
+      self->receive([&](const envelope& from, const node_heartbeat& hb) { got.insert({from.actor, hb.sequence}); },
+                    caf::after(30s) >> [] {});
+    // Nothing more arrives.
+    self->receive([&](const envelope& from, const node_heartbeat& hb) { got.insert({from.actor, hb.sequence}); },
+                  caf::after(300ms) >> [] {});
+    return got;
+  };
+
+  agent.b->follow_leader(to_new->id);
+  agent.b->send(to_old->id, "agent", "supervisor", node_heartbeat{node_id{2}, 1});
+  agent.b->send(to_new->id, "agent", "supervisor", node_heartbeat{node_id{2}, 1});
+  auto got = received(3);
+  EXPECT_EQ(got, (std::multiset<std::pair<std::string, std::uint64_t>>{
+                     {"checkpoint", 101}, {"supervisor", 200}, {"checkpoint", 201}}));
+  EXPECT_EQ(agent.b->not_from_leader(), 1u);
+
+  // Between leaders: no supervisor is obeyed.
+  agent.b->follow_leader(std::nullopt);
+  agent.b->send(to_old->id, "agent", "supervisor", node_heartbeat{node_id{2}, 2});
+  agent.b->send(to_new->id, "agent", "supervisor", node_heartbeat{node_id{2}, 2});
+  got = received(2);
+  EXPECT_EQ(got, (std::multiset<std::pair<std::string, std::uint64_t>>{{"checkpoint", 101}, {"checkpoint", 201}}));
+  EXPECT_EQ(agent.b->not_from_leader(), 3u);
+  caf::anon_send_exit(old_sup, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(new_sup, caf::exit_reason::user_shutdown);
 }
 
 TEST(bridge, a_fenced_message_of_an_older_epoch_is_dropped_and_counted_and_a_fact_passes) {

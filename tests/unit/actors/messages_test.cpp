@@ -44,6 +44,17 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(h.node, node_id{3});
   EXPECT_EQ(h.address, "10.0.0.3:7340");
 
+  replica_pull pull{7, "", 0, false, ""};
+  EXPECT_EQ(round_trip(pull).id, 7u);
+  replica_pull pull2{8, "identity", 42, true, std::string("ckpt/\0\x01", 7)};
+  auto p2 = round_trip(pull2);
+  EXPECT_EQ(p2.copied, pull2.copied);
+  EXPECT_EQ(p2.next, 42u);
+  replica_changes changes{8, true, {std::string(20, 'x'), "y"}, "identity", 43, false, ""};
+  auto c2 = round_trip(changes);
+  EXPECT_EQ(c2.batches, changes.batches);
+  EXPECT_TRUE(c2.reset);
+
   assign_ranks assign{epoch_t{9}, 4, {{rank_id{2}, 0, 5000}, {rank_id{3}, 1, 0}}, node_id{0}, "127.0.0.1:1"};
   auto a = round_trip(assign);
   ASSERT_EQ(a.ranks.size(), 2u);

@@ -113,6 +113,35 @@ TEST(config, supervisor_must_be_a_node) {
   EXPECT_EQ(e.message, "'n2' is not among the nodes (n0, n1) (did you mean 'n0'?)");
 }
 
+TEST(config, a_standby_is_another_node_and_needs_etcd) {
+  temp_dir dir;
+  struct bad_case {
+    std::string cluster;
+    std::string field;
+    std::string message;
+  };
+  const bad_case cases[] = {
+      {"standby = \"n7\"\netcd = \"127.0.0.1:2379\"\n", "cluster.standby", "'n7' is not among the nodes"},
+      {"standby = \"n0\"\netcd = \"127.0.0.1:2379\"\n", "cluster.standby",
+       "'n0' is the supervisor's node; a standby must be another node"},
+      {"standby = \"n1\"\n", "cluster.standby", "a standby needs `etcd = \"host:port\"`, where the supervisor's lease lives"},
+      {"etcd = \"127.0.0.1:99999\"\n", "cluster.etcd", "'127.0.0.1:99999' is not host:port"},
+      {"lease = \"2500ms\"\n", "cluster.lease", "is not whole seconds (etcd leases count seconds)"},
+      {"lease = \"1s\"\n", "cluster.lease", ""},
+      {"lease = \"2min\"\n", "cluster.lease", ""},
+  };
+  for (const auto& c : cases) {
+    auto e = only_error(parse_in(dir, "[cluster]\n" + c.cluster + two_nodes));
+    EXPECT_EQ(e.field, c.field) << c.cluster;
+    EXPECT_NE(e.message.find(c.message), std::string::npos) << c.cluster << ": " << e.message;
+  }
+  auto ok = parse_in(dir, std::string{"[cluster]\nstandby = \"n1\"\netcd = \"10.0.0.5:2379\"\nlease = \"5s\"\n"} + two_nodes);
+  ASSERT_TRUE(ok.ok()) << ok.error_text();
+  EXPECT_EQ(ok.value->cluster.standby, "n1");
+  EXPECT_EQ(ok.value->cluster.etcd, "10.0.0.5:2379");
+  EXPECT_EQ(ok.value->cluster.lease, std::chrono::seconds{5});
+}
+
 TEST(config, unreadable_token_file) {
   temp_dir dir;
   auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[security]\ntoken_file = \"missing.token\"\n"));

@@ -582,5 +582,60 @@ TEST(supervisor_policy, a_newer_checkpoint_on_disk_is_the_restore_point_and_a_ba
   EXPECT_EQ(start[0].sources[0].where, copy_kind::local_slot);
 }
 
+// After a takeover the nodes' epoch may be ahead of the replica's, and the supervisor's own node
+// may never come back.
+TEST(supervisor_policy, after_a_takeover_the_next_epoch_is_past_every_one_the_nodes_saw) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(), clock};
+  std::vector<rank_slot> placement{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}};
+  (void)p.recover_after_restart(epoch_t{7}, placement, step_t{40});
+  p.on_epoch_seen(epoch_t{9});
+  p.on_epoch_seen(epoch_t{8});
+  for (std::uint32_t n = 0; n < 2; ++n) {
+    (void)p.on_node_up(node_id{n});
+    (void)p.on_holdings_reported(node_id{n});
+  }
+  EXPECT_EQ(p.epoch(), epoch_t{10});
+  p.on_epoch_seen(epoch_t{20});
+  EXPECT_EQ(p.epoch(), epoch_t{10}) << "only while waiting for the nodes";
+}
+
+TEST(supervisor_policy, a_node_that_does_not_return_after_a_restart_is_lost_and_its_ranks_move_to_the_spare) {
+  fake_clock clock;
+  auto config = two_nodes(true);
+  supervisor_policy p{config, clock};
+  std::vector<rank_slot> placement{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{0}, 1},
+                                   {rank_id{2}, node_id{1}, 0}, {rank_id{3}, node_id{1}, 1}};
+  (void)p.recover_after_restart(epoch_t{4}, placement, step_t{30});
+  // Nothing is lost before any node is back: the supervisor may be the one that was away.
+  clock.advance(config.node_timeout * 10);
+  EXPECT_TRUE(all_of<spawn_rank>(p.on_tick()).empty());
+  for (std::uint32_t n : {1u, 2u}) {
+    (void)p.on_node_up(node_id{n});
+    (void)p.on_holdings_reported(node_id{n});
+  }
+  EXPECT_TRUE(all_of<spawn_rank>(p.on_tick()).empty());
+  // The nodes that came back keep beating.
+  const auto later = [&](std::chrono::nanoseconds d) {
+    clock.advance(d);
+    p.on_heartbeat(node_id{1});
+    p.on_heartbeat(node_id{2});
+    return p.on_tick();
+  };
+  EXPECT_TRUE(all_of<spawn_rank>(later(config.node_timeout / 2)).empty()) << "n0 still has time";
+  EXPECT_EQ(p.state(), job_state::waiting_for_nodes);
+  auto a = later(config.node_timeout);
+  auto spawns = all_of<spawn_rank>(a);
+  ASSERT_EQ(spawns.size(), 4u);
+  EXPECT_EQ(p.epoch(), epoch_t{5});
+  EXPECT_EQ(spawns[0].slot, (rank_slot{rank_id{0}, node_id{2}, 0}));
+  EXPECT_EQ(spawns[1].slot, (rank_slot{rank_id{1}, node_id{2}, 1}));
+  EXPECT_EQ(spawns[2].slot, (rank_slot{rank_id{2}, node_id{1}, 0}));
+  bool noted = false;
+  for (const auto& e : all_of<note_event>(a))
+    noted = noted || e.detail.find("did not come back") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
 }  // namespace
 }  // namespace rekindle::policy
