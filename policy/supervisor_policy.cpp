@@ -158,6 +158,8 @@ std::vector<policy_action> supervisor_policy::on_node_up(node_id n) {
   node.last_heartbeat = clock_.now();
   if (!was_up)
     out.push_back(note_event{"node_up", config_.nodes[n.value()].name + " is up", {}, n});
+  if (state_ == job_state::waiting_for_nodes && !placement_.empty() && !first_return_)
+    first_return_ = clock_.now();  // after a restart: the others have a node timeout from here
   maybe_leave_waiting(out);
   return out;
 }
@@ -218,12 +220,12 @@ std::vector<policy_action> supervisor_policy::on_node_lost(node_id n, const std:
   return out;
 }
 
-supervisor_policy::placement_change supervisor_policy::placement_without(node_id n) const {
+supervisor_policy::placement_change supervisor_policy::placement_without(node_id n, const std::vector<rank_slot>& placement) const {
   placement_change out;
   if (auto spare = free_spare()) {
     // Its ranks move to a free spare with their rank numbers.
     std::uint32_t local = 0;
-    for (auto s : placement_) {
+    for (auto s : placement) {
       if (s.node == n) {
         s.node = *spare;
         s.local_index = local++;
@@ -238,14 +240,14 @@ supervisor_policy::placement_change supervisor_policy::placement_without(node_id
   } else {
     // No spare: the world shrinks, the other ranks numbered from 0 again.
     std::uint32_t next = 0;
-    for (auto s : placement_) {
+    for (auto s : placement) {
       if (s.node == n)
         continue;
       s.rank = rank_id{next++};
       out.placement.push_back(s);
     }
     out.note = note_event{"world_shrinks",
-                          "no spare: the world shrinks from " + std::to_string(world()) + " to " +
+                          "no spare: the world shrinks from " + std::to_string(placement.size()) + " to " +
                               std::to_string(out.placement.size()) + " ranks; the global batch stays",
                           {}, n};
   }
@@ -420,25 +422,29 @@ std::vector<policy_action> supervisor_policy::on_tick() {
   if (state_ == job_state::waiting_for_nodes && !placement_.empty()) {
     // After a restart: nodes of the placement that have not come back a node timeout after the
     // first one did are lost, as if their heartbeats had stopped.
-    const bool any_up = std::any_of(nodes_.begin(), nodes_.end(), [](const node_state& n) { return n.up; });
-    if (any_up && !first_return_)
-      first_return_ = now;
-    if (first_return_ && now - *first_return_ > config_.node_timeout) {
+    // Once every node that came back has said what it holds.
+    const bool reported = std::all_of(nodes_.begin(), nodes_.end(), [](const node_state& n) { return !n.up || n.reported; });
+    if (first_return_ && now - *first_return_ > config_.node_timeout && reported) {
       std::set<node_id> missing;
       for (const auto& s : placement_)
         if (!nodes_[s.node.value()].up)
           missing.insert(s.node);
+      auto placement = placement_;
+      std::set<rank_id> moved;
       for (const auto n : missing) {
         out.push_back(note_event{"node_lost",
                                  config_.nodes[n.value()].name + " did not come back within " +
                                      format_duration(config_.node_timeout) + " of the supervisor's restart",
                                  {}, n});
-        auto change = placement_without(n);
+        auto change = placement_without(n, placement);
         out.push_back(std::move(change.note));
-        placement_ = std::move(change.placement);
+        placement = std::move(change.placement);
+        moved.insert(change.moved.begin(), change.moved.end());
       }
+      // The new placement against the reloaded one: a shrink renumbers the world, whose copies
+      // the next epoch then reshards from.
       if (!missing.empty())
-        maybe_leave_waiting(out);
+        new_epoch(out, std::move(placement), moved, "supervisor restarted");
     }
   }
   for (std::uint32_t n = 0; n < nodes_.size(); ++n) {

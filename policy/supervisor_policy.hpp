@@ -298,7 +298,9 @@ class supervisor_policy {
     std::set<rank_id> moved;
     note_event note;
   };
-  [[nodiscard]] placement_change placement_without(node_id n) const;
+  [[nodiscard]] placement_change placement_without(node_id n) const { return placement_without(n, placement_); }
+  /// The same, from `placement` instead of the current one.
+  [[nodiscard]] placement_change placement_without(node_id n, const std::vector<rank_slot>& placement) const;
   [[nodiscard]] std::vector<std::optional<node_id>> buddies() const;
   void fail(std::vector<policy_action>& out, const std::string& why);
   void maybe_start(std::vector<policy_action>& out);

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <iostream>
+
 #include "tests/support/cluster.hpp"
 #include "tests/support/etcd.hpp"
 #include "tests/support/values.hpp"
@@ -79,11 +81,19 @@ TEST_F(standby, the_standby_takes_over_when_the_supervisors_node_is_killed_and_t
   testing::local_cluster c{options(etcd->endpoint())};
   ASSERT_NO_FATAL_FAILURE(start_replicated(c));
   // The whole node goes: its daemon, with it the supervisor, and its ranks.
+  const auto killed = std::chrono::steady_clock::now();
   c.signal_node("n0", SIGKILL);
   ASSERT_TRUE(c.wait_node("n0", 30s).has_value());
   ASSERT_TRUE(logged(c, "n1", "this daemon leads the supervisor now")) << logs(c);
+  std::cout << "takeover: the standby leads " << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count()
+            << " s after the kill (lease 2 s)\n";
   // Same world size (n0's ranks moved to the spare): the same loss, to the bit.
   ASSERT_NO_FATAL_FAILURE(expect_same_end(c, expected));
+  // The takeover as the new leader measured it (docs/RELIABILITY.md quotes these).
+  const auto report = c.report();
+  EXPECT_FALSE(report.value("recoveries", nlohmann::json::array()).empty()) << report.dump(2);
+  for (const auto& r : report.value("recoveries", nlohmann::json::array()))
+    std::cout << "recovery: " << r.dump() << "\n";
 }
 
 // A crude partition: the leader's daemon stops (SIGSTOP), so neither etcd nor any node hears from
@@ -101,6 +111,21 @@ TEST_F(standby, a_leader_cut_off_stops_acting_and_only_the_new_one_is_obeyed) {
   c.signal_node("n0", SIGCONT);
   ASSERT_TRUE(logged(c, "n0", "this daemon stops leading the supervisor")) << logs(c);
   ASSERT_NO_FATAL_FAILURE(expect_same_end(c, expected));
+}
+
+// Without a spare the world shrinks after the takeover, and the ranks left reshard the lost ranks'
+// optimizer state from the copies the standby's node holds of them.
+TEST_F(standby, without_a_spare_the_world_shrinks_after_the_takeover_and_the_job_finishes) {
+  auto o = options(etcd->endpoint());
+  o.spare = false;
+  testing::local_cluster c{o};
+  ASSERT_NO_FATAL_FAILURE(start_replicated(c));
+  c.signal_node("n0", SIGKILL);
+  ASSERT_TRUE(logged(c, "n1", "the world shrinks from 4 to 2 ranks")) << logs(c);
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << logs(c);
+  EXPECT_EQ(report.value("state", ""), "completed") << report.dump(2) << logs(c);
+  EXPECT_EQ(report["step"], steps);
 }
 
 // A rank dies while nobody leads: its exit has no supervisor to go to, and the new leader's first

@@ -637,5 +637,30 @@ TEST(supervisor_policy, a_node_that_does_not_return_after_a_restart_is_lost_and_
   EXPECT_TRUE(noted);
 }
 
+TEST(supervisor_policy, without_a_spare_a_node_that_does_not_return_shrinks_the_world_which_reshards_the_old_one) {
+  fake_clock clock;
+  auto config = two_nodes();
+  supervisor_policy p{config, clock};
+  std::vector<rank_slot> placement{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{0}, 1},
+                                   {rank_id{2}, node_id{1}, 0}, {rank_id{3}, node_id{1}, 1}};
+  (void)p.recover_after_restart(epoch_t{4}, placement, step_t{30});
+  (void)p.on_node_up(node_id{1});
+  // n1 holds its own ranks' states and the replicas of n0's.
+  for (std::uint32_t r = 0; r < 4; ++r)
+    p.on_snapshot({epoch_t{4}, rank_id{r}, step_t{30}, node_id{1}, r < 2 ? copy_kind::buddy_replica : copy_kind::local_slot});
+  (void)p.on_holdings_reported(node_id{1});
+  clock.advance(config.node_timeout * 2);
+  p.on_heartbeat(node_id{1});
+  auto spawns = all_of<spawn_rank>(p.on_tick());
+  ASSERT_EQ(spawns.size(), 2u);
+  EXPECT_EQ(spawns[0].slot, (rank_slot{rank_id{0}, node_id{1}, 0}));
+  EXPECT_EQ(spawns[1].slot, (rank_slot{rank_id{1}, node_id{1}, 1}));
+  auto start = all_ready(p);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{30});
+  EXPECT_EQ(start[0].restore_world, 4u) << "the old world's states, resharded";
+  EXPECT_EQ(start[0].sources.size(), 4u);
+}
+
 }  // namespace
 }  // namespace rekindle::policy
