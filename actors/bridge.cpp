@@ -10,6 +10,58 @@ namespace rekindle::actors {
 
 namespace {
 
+// CAF's binary deserializer with one more check: a sequence may not declare more elements than
+// bytes remain (every element of every message type takes at least one byte).
+class bounded_deserializer final : public caf::deserializer {
+ public:
+  bounded_deserializer(caf::actor_system& sys, std::span<const std::byte> bytes)
+      : caf::deserializer(sys), inner_(sys, reinterpret_cast<const char*>(bytes.data()), bytes.size()) {}
+
+  caf::error begin_object(std::uint16_t& typenr, std::string& name) override { return inner_.begin_object(typenr, name); }
+  caf::error end_object() override { return inner_.end_object(); }
+  caf::error begin_sequence(std::size_t& size) override {
+    if (auto err = inner_.begin_sequence(size))
+      return err;
+    if (size > inner_.remaining())
+      return caf::make_error(caf::sec::end_of_stream);
+    return caf::none;
+  }
+  caf::error end_sequence() override { return inner_.end_sequence(); }
+  caf::error apply_raw(std::size_t num_bytes, void* data) override {
+    if (num_bytes > inner_.remaining())
+      return caf::make_error(caf::sec::end_of_stream);
+    return inner_.apply_raw(num_bytes, data);
+  }
+
+ protected:
+  caf::error apply_impl(std::int8_t& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::uint8_t& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::int16_t& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::uint16_t& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::int32_t& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::uint32_t& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::int64_t& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::uint64_t& x) override { return inner_.apply(x); }
+  caf::error apply_impl(float& x) override { return inner_.apply(x); }
+  caf::error apply_impl(double& x) override { return inner_.apply(x); }
+  caf::error apply_impl(long double& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::string& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::u16string& x) override { return inner_.apply(x); }
+  caf::error apply_impl(std::u32string& x) override { return inner_.apply(x); }
+
+ private:
+  caf::binary_deserializer inner_;
+};
+
+}  // namespace
+
+caf::error decode_message(caf::actor_system& sys, std::span<const std::byte> bytes, caf::message& out) {
+  bounded_deserializer source{sys, bytes};
+  return source(out);
+}
+
+namespace {
+
 constexpr std::uint16_t type_message = 1;  // payload: a serialised caf::message
 constexpr std::uint16_t type_bulk = 2;     // payload: u32 header length, header message, bulk bytes
 
@@ -154,8 +206,7 @@ void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
     return;
   }
   caf::message msg;
-  caf::binary_deserializer source{system_, reinterpret_cast<const char*>(header_bytes.data()), header_bytes.size()};
-  if (auto err = source(msg); err || msg.empty()) {
+  if (auto err = decode_message(system_, header_bytes, msg); err || msg.empty()) {
     undeliverable_.fetch_add(1);
     spdlog::warn("undecodable message for '{}' from {} dropped: {}", f.header.dst_actor, from.name, system_.render(err));
     return;

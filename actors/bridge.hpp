@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <span>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,12 @@ typename Inspector::result_type inspect(Inspector& f, peer_event& x) {
 
 /// Registers envelope and peer_event with `cfg`.
 void register_bridge_types(caf::actor_system_config& cfg);
+
+/// Decodes a message from a peer's frame with CAF's binary format, refusing (with CAF's error) a
+/// sequence that declares more elements than bytes remain, before anything is allocated for it:
+/// CAF 0.17 sizes a byte vector from the declared length, so a 20-byte frame could ask for 4 GiB.
+/// Every message the bridge delivers goes through this.
+[[nodiscard]] caf::error decode_message(caf::actor_system& sys, std::span<const std::byte> bytes, caf::message& out);
 
 /// Carries CAF messages between processes over the messenger: the only place where actors meet
 /// the transport.

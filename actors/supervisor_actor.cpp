@@ -516,7 +516,8 @@ std::string supervisor_actor::status_json(bool full) const {
   }
   j.balance = ctx_->spec.job.balance;
   j.micro_batches = shares_;
-  for (const auto& [r, s] : ranks_) {
+  for (const auto& [rank, s] : ranks_) {
+    const rank_id r = rank;  // a structured binding cannot be captured (clang 14)
     const bool placed = std::any_of(policy_.placement().begin(), policy_.placement().end(),
                                     [&](const rank_slot& slot) { return slot.rank == r; });
     if (!placed)

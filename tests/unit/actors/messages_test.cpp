@@ -165,6 +165,37 @@ TEST_F(system_fixture, a_message_whose_enum_holds_no_value_of_its_type_is_not_we
   EXPECT_TRUE(well_formed(loaded(caf::make_message(node_heartbeat{node_id{1}, 3, false}))));
 }
 
+// CAF 0.17 sizes a byte vector from the length a frame declares: the bridge's decoder refuses a
+// length beyond the bytes left before anything is allocated (found by fuzzing: 3.5 GB for 40 bytes).
+TEST_F(system_fixture, a_declared_length_beyond_the_frame_is_refused_before_it_is_allocated) {
+  rank_ready ready{epoch_t{1}, rank_id{2}, node_id{0}, 0, 77, blob{0xAB, 0xCD, 0xEF}};
+  auto msg = caf::make_message(ready);
+  std::vector<char> buf;
+  caf::binary_serializer sink{*sys, buf};
+  ASSERT_FALSE(sink(msg));
+  caf::message good;
+  ASSERT_FALSE(decode_message(*sys, std::as_bytes(std::span{buf}), good));
+  ASSERT_TRUE(good.match_elements<rank_ready>());
+  EXPECT_EQ(good.get_as<rank_ready>(0).address, ready.address);
+  // The blob's length (one varbyte, 3) just before its bytes, made 0xF0000000.
+  const std::string tail{'\x03', '\xAB', '\xCD', '\xEF'};
+  const auto at = std::string{buf.begin(), buf.end()}.rfind(tail);
+  ASSERT_NE(at, std::string::npos);
+  std::vector<char> bad{buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(at)};
+  for (char c : {'\x80', '\x80', '\x80', '\x80', '\x0f'})
+    bad.push_back(c);
+  bad.insert(bad.end(), buf.begin() + static_cast<std::ptrdiff_t>(at) + 1, buf.end());
+  // CAF reports a failed element as an empty message, which the bridge drops as undecodable.
+  caf::message out;
+  const auto err = decode_message(*sys, std::as_bytes(std::span{bad}), out);
+  EXPECT_TRUE(err || out.empty());
+  // So is a frame cut short.
+  std::vector<char> cut{buf.begin(), buf.end() - 1};
+  caf::message shorter;
+  const auto err2 = decode_message(*sys, std::as_bytes(std::span{cut}), shorter);
+  EXPECT_TRUE(err2 || shorter.empty());
+}
+
 TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
   const auto names = message_type_names();
   for (const auto& n : names)
