@@ -123,8 +123,11 @@ caf::behavior agent_actor::make_behavior() {
         const auto peer = ctx_->supervisor->peer();
         if (!peer || l.address == connected_to_)
           return;
-        spdlog::warn("agent: the supervisor's leader is now {} at {} (term {}); leaving {}", l.node, l.address, l.term,
-                     connected_to_);
+        if (l.term == 0)
+          spdlog::warn("agent: etcd names no supervisor now (its lease expired); leaving {}", connected_to_);
+        else
+          spdlog::warn("agent: the supervisor's leader is now {} at {} (term {}); leaving {}", l.node, l.address, l.term,
+                       connected_to_);
         ctx_->supervisor->set(std::nullopt);
         ctx_->bridge->follow_leader(std::nullopt);
         ctx_->bridge->close(*peer);

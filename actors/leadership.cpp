@@ -2,10 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
 
 #include "actors/messages.hpp"
 #include "actors/supervisor_actor.hpp"
+#include "common/files.hpp"
 #include "common/text.hpp"
 #include "storage/state_replica.hpp"
 #include "storage/state_store.hpp"
@@ -231,13 +231,7 @@ void leadership::become_leader(std::int64_t term) {
   spdlog::info("this daemon leads the supervisor now (term {})", term);
   supervisor_ = sys_.spawn<supervisor_actor>(&ctx_, std::move(*store), term);
   leading_ = true;
-  const auto addr_file = ctx_.data_dir / "supervisor.addr";
-  {
-    std::ofstream out(addr_file.string() + ".tmp", std::ios::trunc);
-    out << ctx_.address << "\n";
-  }
-  std::error_code ec;
-  fs::rename(addr_file.string() + ".tmp", addr_file, ec);
+  (void)write_file_atomically(ctx_.data_dir / "supervisor.addr", ctx_.address + "\n");
   publish(term, ctx_.node_name(), ctx_.address);
 }
 

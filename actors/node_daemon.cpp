@@ -19,6 +19,7 @@
 #include "actors/leadership.hpp"
 #include "actors/messages.hpp"
 #include "actors/supervisor_actor.hpp"
+#include "common/files.hpp"
 #include "storage/state_store.hpp"
 #include "training/training_task.hpp"
 
@@ -28,14 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-void write_atomically(const fs::path& path, const std::string& text) {
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-  }
-  fs::rename(tmp, path);
-}
 
 }  // namespace
 
@@ -96,7 +89,7 @@ int run_node_daemon(daemon_options o) {
   ctx.address = me.host + ":" + std::to_string((*b)->port());
   supervisor_link link{**b};
   ctx.supervisor = &link;
-  write_atomically(ctx.node_dir / "daemon.addr", ctx.address);
+  (void)write_file_atomically(ctx.node_dir / "daemon.addr", ctx.address + "\n");
   spdlog::info("rekindled {} listening on {}{}", o.node, ctx.address, is_supervisor ? " (supervisor)" : "");
 
   // Snapshot slots: last run's leftovers go, then one per local rank, sized for the largest state.
@@ -121,7 +114,7 @@ int run_node_daemon(daemon_options o) {
       return 3;
     }
     supervisor = sys.spawn<supervisor_actor>(&ctx, std::move(*store));
-    write_atomically(ctx.data_dir / "supervisor.addr", ctx.address);
+    (void)write_file_atomically(ctx.data_dir / "supervisor.addr", ctx.address + "\n");
   }
   auto checkpoint = sys.spawn<checkpoint_actor>(&ctx, std::move(slots));
   auto agent = sys.spawn<agent_actor>(&ctx, checkpoint);

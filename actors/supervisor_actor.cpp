@@ -12,6 +12,7 @@
 
 #include "actors/job_status.hpp"
 #include "common/checksum.hpp"
+#include "common/files.hpp"
 #include "common/text.hpp"
 #include "config/load.hpp"
 
@@ -35,15 +36,6 @@ std::uint64_t config_hash(const config::spec& s) {
   return xxh64(std::as_bytes(std::span<const char>(text.data(), text.size())));
 }
 
-void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-}
 
 }  // namespace
 
@@ -571,9 +563,9 @@ std::string supervisor_actor::status_json(bool full) const {
 }
 
 void supervisor_actor::write_status(bool final) {
-  write_atomically(ctx_->data_dir / "status.json", status_json(false));
+  (void)write_file_atomically(ctx_->data_dir / "status.json", status_json(false));
   if (final)
-    write_atomically(ctx_->data_dir / "report.json", status_json(true));
+    (void)write_file_atomically(ctx_->data_dir / "report.json", status_json(true));
 }
 
 }  // namespace rekindle::actors

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "common/text.hpp"
 
@@ -72,6 +73,21 @@ expected<std::string> read_file_bounded(const std::filesystem::path& path, std::
   }
   out.resize(got);
   return out;
+}
+
+status write_file_atomically(const std::filesystem::path& path, std::string_view text) {
+  const auto tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    if (!out.flush())
+      return status{errc::io_error, "cannot write " + tmp};
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec)
+    return status{errc::io_error, "cannot rename " + tmp + " to " + path.string() + ": " + ec.message()};
+  return {};
 }
 
 }  // namespace rekindle

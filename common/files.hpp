@@ -18,6 +18,10 @@ namespace rekindle {
 expected<std::string> read_file_bounded(const std::filesystem::path& path, std::uint64_t max_bytes,
                                         std::string_view what);
 
+/// Replaces the file at `path` with `text` so that a reader sees the old content or the new, never
+/// a part: written to "<path>.tmp", then renamed over it. Errors: io_error naming the path.
+status write_file_atomically(const std::filesystem::path& path, std::string_view text);
+
 /// The limits of the files rekindle reads, in one place.
 namespace file_limits {
 inline constexpr std::uint64_t config = 16ull << 20;    // configurations, cluster and model files, plans
