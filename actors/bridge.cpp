@@ -111,6 +111,12 @@ void bridge::set_epoch(epoch_t e) noexcept {
 std::uint16_t bridge::port() const noexcept { return messenger_->port(); }
 transport::messenger_stats bridge::stats() const noexcept { return messenger_->stats(); }
 
+std::string bridge::fence_summary() const {
+  return "fence: " + std::to_string(stats().dropped_of(transport::drop_reason::stale_epoch)) + " stale dropped, " +
+         std::to_string(stale_delivered()) + " stale delivered, " + std::to_string(not_from_leader()) +
+         " not from the leader, " + std::to_string(refused()) + " refused";
+}
+
 void bridge::connect(const std::string& host, std::uint16_t port,
                      std::function<void(expected<transport::peer_info>)> done) {
   messenger_->connect(host, port, std::move(done));
@@ -243,12 +249,23 @@ void bridge::on_frame(const transport::peer_info& from, transport::frame&& f) {
       return;
     }
   }
-  // The fence: a message of an older epoch is never delivered.
-  if (const auto e = fenced_epoch(msg); e && e->value() < epoch_.load()) {
-    messenger_->count_drop(transport::drop_reason::stale_epoch);
-    spdlog::debug("stale {} dropped from={} epoch={} current={}", msg.content().stringify().substr(0, 40), from.name,
-                  e->value(), epoch_.load());
-    return;
+  // The fence: a message of an older epoch is never delivered. One that is delivered moves this
+  // process's epoch forward at once, before its receiver acts on it: a message of the epoch
+  // before, arriving behind it, cannot slip in while the receiver has not yet called set_epoch.
+  if (const auto e = fenced_epoch(msg)) {
+    if (e->value() < epoch_.load()) {
+      messenger_->count_drop(transport::drop_reason::stale_epoch);
+      spdlog::debug("stale {} dropped from={} epoch={} current={}", msg.content().stringify().substr(0, 40),
+                    from.name, e->value(), epoch_.load());
+      return;
+    }
+    set_epoch(*e);
+    // The fence checked from the other side: stamps delivered never go backwards.
+    std::uint64_t newest = newest_delivered_.load();
+    if (e->value() < newest)
+      stale_delivered_.fetch_add(1);
+    while (e->value() > newest && !newest_delivered_.compare_exchange_weak(newest, e->value())) {
+    }
   }
   auto full = caf::make_message(std::move(env));
   if (bulk)

@@ -74,8 +74,8 @@ void register_bridge_types(caf::actor_system_config& cfg);
 /// header names both actors and carries the message's stamp: its epoch when its type is fenced
 /// (`fenced<T>`, messages.hpp), none otherwise. The receiving bridge checks the frame (the
 /// messenger already checked its integrity and the sender's token), deserialises it, drops a
-/// fenced message stamped older than the newest epoch this process has seen (`set_epoch`; counted
-/// as stale), refuses anything but an admin request from a peer that connected with the read-only
+/// fenced message stamped older than the newest epoch this process has seen (`set_epoch`, or the
+/// stamp of a fenced message it delivered; counted as stale), refuses anything but an admin request from a peer that connected with the read-only
 /// token (read_only_may_send; counted as refused), and delivers `envelope` + the message to the local actor exposed under that name.
 /// This is the one fence: actors do not check epochs again. Bulk payloads (snapshots) travel next
 /// to a small header message, never through CAF serialisation.
@@ -138,6 +138,12 @@ class bridge {
   [[nodiscard]] std::vector<transport::peer_id> peers() const;
   /// Messages dropped because their supervisor is not the leader this process follows.
   [[nodiscard]] std::uint64_t not_from_leader() const noexcept { return not_from_leader_.load(); }
+  /// Fenced messages delivered with a stamp older than one delivered before them: the fence keeps
+  /// this at 0 (the chaos campaign checks it).
+  [[nodiscard]] std::uint64_t stale_delivered() const noexcept { return stale_delivered_.load(); }
+  /// "fence: N stale dropped, N stale delivered, N not from the leader, N refused", which a daemon
+  /// logs when it ends.
+  [[nodiscard]] std::string fence_summary() const;
 
   /// Stops the transport; later sends are dropped.
   void shutdown();
@@ -161,6 +167,8 @@ class bridge {
   std::atomic<std::uint64_t> undeliverable_{0};
   std::atomic<std::uint64_t> refused_{0};
   std::atomic<std::uint64_t> not_from_leader_{0};
+  std::atomic<std::uint64_t> newest_delivered_{0};
+  std::atomic<std::uint64_t> stale_delivered_{0};
   /// Set by follow_leader (under mutex_): whether supervisors are checked, and the one followed.
   bool leader_fenced_ = false;
   std::optional<transport::peer_id> leader_;

@@ -169,6 +169,7 @@ int run_node_daemon(daemon_options o) {
   caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(checkpoint, caf::exit_reason::user_shutdown);
   (*b)->shutdown();
+  spdlog::info("rekindled {} ends; {}", o.node, (*b)->fence_summary());
   sys.await_all_actors_done();
   stopping.store(true);
   reaper.join();

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <ctime>
+#include <deque>
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
@@ -82,6 +83,33 @@ void supervisor_actor::event(const std::string& kind, const std::string& detail,
     e.fields.insert(e.fields.begin(), {"detail", detail});
   if (auto r = store_->append_event(std::move(e)); !r)
     spdlog::error("the event log refused an event: {}", r.error().message());
+}
+
+void supervisor_actor::restore_recoveries() {
+  // The "recovered" events of the supervisors before this one, newest kept_recoveries of them.
+  constexpr std::size_t kept_recoveries = 10000;
+  std::deque<policy::recovery_record> earlier;
+  std::uint64_t after = 0;
+  for (;;) {
+    auto events = store_->events_after(after);
+    if (!events) {
+      spdlog::warn("the recoveries before this supervisor could not be read: {}", events.error().message());
+      break;
+    }
+    if (events->empty())
+      break;
+    for (const auto& e : *events) {
+      if (e.kind != "recovered")
+        continue;
+      if (auto r = policy::from_fields(e.fields, e.rank, e.node)) {
+        earlier.push_back(std::move(*r));
+        if (earlier.size() > kept_recoveries)
+          earlier.pop_front();
+      }
+    }
+    after = events->back().seq;
+  }
+  recoveries_.restore({earlier.begin(), earlier.end()});
 }
 
 void supervisor_actor::open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
@@ -268,6 +296,7 @@ caf::behavior supervisor_actor::make_behavior() {
     if (loaded->job->config_hash != config_hash(ctx_->spec))
       event("config_changed", "the configuration differs from the one the job started with (" +
                                   loaded->job->config_source + "); the job resumes with the new one");
+    restore_recoveries();
     // The restart limits count on from the restarts counted before.
     execute(policy_.recover_after_restart(store_->epoch(), std::move(placement), step_t{step}, restarts,
                                           static_cast<std::uint32_t>(loaded->total_restarts)));
@@ -402,8 +431,7 @@ caf::behavior supervisor_actor::make_behavior() {
           for (const auto& slot : policy_.placement())
             slowest = std::min(slowest, ranks_[slot.rank].step);
           if (const auto* rec = recoveries_.on_progress(slowest, now_ns(*ctx_->time)))
-            event("recovered", rec->summary(), rec->rank, rec->node,
-                  {{"total_s", std::to_string(rec->total_s())}, {"steps_lost", std::to_string(rec->steps_lost())}});
+            event("recovered", rec->summary(), rec->rank, rec->node, policy::to_fields(*rec));
         }
       },
       [this](const envelope&, const rank_completed& c) {

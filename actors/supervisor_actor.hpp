@@ -70,6 +70,8 @@ class supervisor_actor : public caf::event_based_actor {
     for (const auto& [n, peer] : agents_)
       ctx_->bridge->send(peer, "supervisor", "agent", msg);
   }
+  /// Lists the recoveries earlier supervisors of this job finished (their "recovered" events).
+  void restore_recoveries();
   void open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
                      std::int64_t injected_ns = 0);
   void write_status(bool final);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <type_traits>
 
 #include "common/text.hpp"
 
@@ -32,6 +34,67 @@ std::string recovery_record::summary() const {
          duration_text(rendezvous_s()) + " · restore " + duration_text(restore_s()) + " (" + source + ", step " +
          std::to_string(restored_step) + ") · total " + duration_text(total_s()) + " · lost " +
          std::to_string(steps_lost()) + " step(s)";
+}
+
+std::vector<std::pair<std::string, std::string>> to_fields(const recovery_record& r) {
+  const auto n = [](std::int64_t v) { return std::to_string(std::max<std::int64_t>(v, 0)); };
+  return {{"cause", r.cause},
+          {"recovery_epoch", std::to_string(r.epoch)},
+          {"failed_at_step", std::to_string(r.failed_at_step)},
+          {"restored_step", std::to_string(r.restored_step)},
+          {"source", r.source},
+          {"injected_ns", n(r.injected_ns)},
+          {"detected_ns", n(r.detected_ns)},
+          {"ready_ns", n(r.ready_ns)},
+          {"started_ns", n(r.started_ns)},
+          {"connect_ns", n(r.connect_ns)},
+          {"restore_ns", n(r.restore_ns)},
+          {"first_step_ns", n(r.first_step_ns)},
+          {"total_s", std::to_string(r.total_s())},
+          {"steps_lost", std::to_string(r.steps_lost())}};
+}
+
+std::optional<recovery_record> from_fields(const std::vector<std::pair<std::string, std::string>>& fields,
+                                           std::optional<rank_id> rank, std::optional<node_id> node) {
+  const auto text = [&](std::string_view key) -> const std::string* {
+    for (const auto& [k, v] : fields)
+      if (k == key)
+        return &v;
+    return nullptr;
+  };
+  recovery_record r;
+  const auto number = [&](std::string_view key, auto& out) {
+    const auto* v = text(key);
+    if (!v)
+      return false;
+    auto n = parse_whole_number(*v, 0, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+    if (!n)
+      return false;
+    out = static_cast<std::remove_reference_t<decltype(out)>>(*n);
+    return true;
+  };
+  const auto* cause = text("cause");
+  const auto* source = text("source");
+  if (!cause || !source)
+    return std::nullopt;
+  r.cause = *cause;
+  r.source = *source;
+  if (!number("recovery_epoch", r.epoch) || !number("failed_at_step", r.failed_at_step) ||
+      !number("restored_step", r.restored_step) || !number("injected_ns", r.injected_ns) ||
+      !number("detected_ns", r.detected_ns) || !number("ready_ns", r.ready_ns) ||
+      !number("started_ns", r.started_ns) || !number("connect_ns", r.connect_ns) ||
+      !number("restore_ns", r.restore_ns) || !number("first_step_ns", r.first_step_ns))
+    return std::nullopt;
+  r.rank = rank;
+  r.node = node;
+  r.done = true;
+  return r;
+}
+
+void recovery_meter::restore(std::vector<recovery_record> done) {
+  if (!records_.empty())
+    return;
+  records_ = std::move(done);
 }
 
 recovery_record* recovery_meter::current() { return recovering() ? &records_[*open_] : nullptr; }

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/ids.hpp"
@@ -52,6 +53,14 @@ struct recovery_record {
   [[nodiscard]] std::string summary() const;
 };
 
+/// Event fields ("name", "value") that keep a finished recovery in the state store with the
+/// "recovered" event, so that a restarted supervisor (or a standby that takes over) still lists it.
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> to_fields(const recovery_record& r);
+/// The recovery kept by `to_fields` (its rank and node are the event's own); nullopt when the
+/// fields are not one (a field missing, or a number out of range: an event of an older version).
+[[nodiscard]] std::optional<recovery_record> from_fields(const std::vector<std::pair<std::string, std::string>>& fields,
+                                                         std::optional<rank_id> rank, std::optional<node_id> node);
+
 /// Times the job's recoveries: opened by a failure, through the new epoch's registration,
 /// rendezvous and restore, closed by the first step every rank takes past the restore step.
 ///
@@ -85,6 +94,10 @@ class recovery_meter {
   /// The slowest rank of the world is at `slowest_step`: past the restore step, the recovery is
   /// done, and it is returned (once).
   const recovery_record* on_progress(std::uint64_t slowest_step, std::int64_t now_ns);
+
+  /// The recoveries a supervisor before this one finished (read back from the event log): they
+  /// come first in records(). Only before the first `open`.
+  void restore(std::vector<recovery_record> done);
 
   /// Whether a recovery is open (not done).
   [[nodiscard]] bool recovering() const noexcept { return open_ && !records_[*open_].done; }

@@ -24,7 +24,7 @@ class temp_dir {
 
 /// The repository's root directory.
 std::filesystem::path source_dir();
-/// Where the built programs are.
+/// Where the built programs are: $REKINDLE_TEST_BIN_DIR when set, else the build's bin/.
 std::filesystem::path bin_dir();
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& path);

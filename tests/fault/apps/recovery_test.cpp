@@ -280,6 +280,15 @@ TEST(recovery, a_restarted_supervisor_resumes_the_job_with_the_same_final_loss) 
   const double expected = reference_loss(o);
   testing::local_cluster c{o};
   c.start_all();
+  ASSERT_TRUE(c.wait_step(20, 120s)) << c.log("n0");
+  // A recovery before the restart stays in the job's history.
+  const int pid = c.rank_pid(2);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(c.wait_for(
+      [](const nlohmann::json& s) { return s["recoveries"].size() == 1 && s["recoveries"][0].value("done", false); },
+      120s))
+      << c.log("n0");
   ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
   // A step held in the memory of two nodes before the supervisor's node goes must not be lost:
   // the restarted supervisor hears every node's copies before it chooses where to restart from.
@@ -289,8 +298,12 @@ TEST(recovery, a_restarted_supervisor_resumes_the_job_with_the_same_final_loss) 
   ASSERT_TRUE(c.wait_node("n0", 30s).has_value());
   c.start("n0");
   const auto report = c.wait_done(240s);
-  expect_recovered(c, report, 1);
-  const auto& r = report["recoveries"][0];
+  expect_recovered(c, report, 2);
+  EXPECT_EQ(report["recoveries"][0]["rank"], 2) << "the rank's recovery, from before the restart";
+  EXPECT_NE(report["recoveries"][0]["cause"].get<std::string>().find("rank 2"), std::string::npos)
+      << report["recoveries"][0].dump();
+  const auto& r = report["recoveries"][1];
+  EXPECT_EQ(r["cause"], "supervisor restarted") << r.dump();
   EXPECT_GE(r["restored_step"].get<std::uint64_t>(), committed) << r.dump() << c.log("n0");
   // The ranks trained on while the supervisor was away: what they did past the restore point is
   // counted as lost.

@@ -205,6 +205,27 @@ TEST(bridge, a_fenced_message_of_an_older_epoch_is_dropped_and_counted_and_a_fac
   EXPECT_FALSE(fenced<rank_exited> || fenced<snapshot_held> || fenced<shard_persisted> || fenced<node_heartbeat>);
 }
 
+TEST(bridge, a_delivered_message_moves_the_epoch_forward_before_its_receiver_acts) {
+  // The receiver has not called set_epoch(7) yet when a message of epoch 6 arrives behind one of
+  // epoch 7 (e.g. an agent's mailbox still holds the new assignment): the bridge drops it anyway.
+  process server{true, 0}, client{false, 1};
+  caf::scoped_actor self{*server.sys};
+  server.b->expose("agent", caf::actor{self});
+  auto peer = client.b->connect_blocking("127.0.0.1", server.b->port(), 30s);
+  ASSERT_TRUE(peer) << peer.error();
+  client.b->send(peer->id, "supervisor", "agent", rank_trouble{epoch_t{7}, rank_id{2}, node_id{1}, false, "new"});
+  client.b->send(peer->id, "supervisor", "agent", rank_trouble{epoch_t{6}, rank_id{2}, node_id{1}, false, "old"});
+  client.b->send(peer->id, "supervisor", "agent", rank_trouble{epoch_t{7}, rank_id{2}, node_id{1}, false, "new too"});
+  std::vector<std::string> seen;
+  for (int i = 0; i < 3; ++i)
+    self->receive([&](const envelope&, const rank_trouble& t) { seen.push_back(t.detail); }, caf::after(2s) >> [] {});
+  EXPECT_EQ(seen, (std::vector<std::string>{"new", "new too"}));
+  EXPECT_EQ(server.b->epoch(), epoch_t{7});
+  EXPECT_EQ(server.b->stats().dropped_of(transport::drop_reason::stale_epoch), 1u);
+  EXPECT_EQ(server.b->stale_delivered(), 0u);
+  EXPECT_EQ(server.b->fence_summary(), "fence: 1 stale dropped, 0 stale delivered, 0 not from the leader, 0 refused");
+}
+
 TEST(bridge, bulk_payloads_travel_beside_their_header) {
   process server{true, 0}, client{false, 1};
   caf::scoped_actor self{*server.sys};

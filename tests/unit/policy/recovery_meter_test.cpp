@@ -57,5 +57,49 @@ TEST(recovery_meter, a_failure_while_recovering_folds_into_the_open_recovery) {
   EXPECT_TRUE(m.recovering());
 }
 
+TEST(recovery_meter, a_finished_recovery_is_kept_in_event_fields_and_read_back_by_the_next_supervisor) {
+  recovery_meter m;
+  ASSERT_TRUE(m.open("node n1 lost", std::nullopt, node_id{1}, 47, 0, 150 * ms));
+  m.on_epoch(epoch_t{3});
+  m.on_ready(900 * ms);
+  m.on_start(step_t{40}, "buddy memory on n0", 1000 * ms);
+  m.on_restored(20 * ms, 5 * ms, "buddy memory on n0");
+  const auto* done = m.on_progress(41, 1200 * ms);
+  ASSERT_NE(done, nullptr);
+  const auto fields = to_fields(*done);
+  const auto back = from_fields(fields, std::nullopt, node_id{1});
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->cause, "node n1 lost");
+  EXPECT_EQ(back->epoch, 3u);
+  EXPECT_EQ(back->restored_step, 40u);
+  EXPECT_EQ(back->failed_at_step, 47u);
+  EXPECT_EQ(back->source, "buddy memory on n0");
+  EXPECT_EQ(back->node, node_id{1});
+  EXPECT_TRUE(back->done);
+  EXPECT_EQ(back->summary(), done->summary()) << "every figure survives";
+
+  // The next supervisor lists it before its own.
+  recovery_meter next;
+  next.restore({*back});
+  ASSERT_TRUE(next.open("supervisor restarted", std::nullopt, node_id{0}, 60, 0, 2000 * ms));
+  ASSERT_EQ(next.records().size(), 2u);
+  EXPECT_EQ(next.records()[0].cause, "node n1 lost");
+  EXPECT_TRUE(next.recovering()) << "the open recovery is the new one";
+  next.restore({*back});
+  EXPECT_EQ(next.records().size(), 2u) << "restore comes before the first open, or not at all";
+
+  // Fields that are not a recovery (missing, negative, out of range) are none.
+  auto missing = fields;
+  missing.erase(missing.begin());
+  EXPECT_FALSE(from_fields(missing, std::nullopt, std::nullopt).has_value());
+  for (const char* bad : {"-1", "1e3", "99999999999999999999", ""}) {
+    auto wrong = fields;
+    for (auto& [k, v] : wrong)
+      if (k == "restored_step")
+        v = bad;
+    EXPECT_FALSE(from_fields(wrong, std::nullopt, std::nullopt).has_value()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace rekindle::policy
