@@ -3,11 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "actors/supervisor_actor.hpp"
 #include "common/text.hpp"
+#include "storage/manifest_file.hpp"
 #include "storage/shard_file.hpp"
 #include "training/state.hpp"
 
@@ -17,41 +16,11 @@ using namespace policy;
 
 namespace {
 
-// The manifest beside the shards, for tools that read the directory alone (rekindle checkpoint).
-std::string manifest_file_name(step_t step) {
-  auto name = storage::shard_file_name(step, rank_id{0});
-  return name.substr(0, name.find("-r")) + ".manifest.json";
-}
-
-status write_manifest_file(const std::filesystem::path& dir, const storage::checkpoint_manifest& m) {
-  nlohmann::json j;
-  j["step"] = m.step.value();
-  j["world_size"] = m.world_size;
-  j["layout_version"] = m.layout_version;
-  j["shards"] = nlohmann::json::array();
-  for (const auto& s : m.shards)
-    j["shards"].push_back({{"rank", s.rank.value()}, {"file", s.file}, {"size", s.size}, {"checksum", s.checksum}});
-  const auto path = dir / manifest_file_name(m.step);
-  const auto tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    out.flush();
-    if (!out)
-      return status{errc::io_error, "cannot write " + tmp};
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec)
-    return status{errc::io_error, "cannot rename " + tmp + ": " + ec.message()};
-  return {};
-}
-
 void remove_files(const std::filesystem::path& dir, step_t step, std::uint32_t world) {
   std::error_code ec;
   for (std::uint32_t r = 0; r < world; ++r)
     std::filesystem::remove(dir / storage::shard_file_name(step, rank_id{r}), ec);
-  std::filesystem::remove(dir / manifest_file_name(step), ec);
+  std::filesystem::remove(dir / storage::manifest_file_name(step), ec);
 }
 
 }  // namespace
@@ -78,7 +47,7 @@ void supervisor_actor::load_checkpoints() {
     checkpoints_.committed_before(m.step);
     for (const auto& s : m.shards)
       referenced.insert(s.file);
-    referenced.insert(manifest_file_name(m.step));
+    referenced.insert(storage::manifest_file_name(m.step));
   }
   const auto dir = checkpoint_dir();
   if (!std::filesystem::exists(dir))
@@ -139,7 +108,7 @@ void supervisor_actor::carry_out(std::vector<checkpoint_action> actions) {
         carry_out(checkpoints_.commit_failed(st.message()));
         continue;
       }
-      if (auto w = write_manifest_file(checkpoint_dir(), m); !w.ok())
+      if (auto w = storage::write_manifest_file(checkpoint_dir(), m); !w.ok())
         spdlog::warn("checkpoint of step {} committed; its manifest file: {}", m.step.value(), w.message());
       policy_.on_checkpoint_committed(m.step, m.world_size);
       carry_out(checkpoints_.committed());

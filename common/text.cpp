@@ -219,6 +219,55 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
+expected<std::vector<std::string>> split_shell_words(std::string_view line) {
+  if (line.size() > max_shell_line)
+    return status{errc::invalid_argument, "a line of " + std::to_string(line.size()) + " bytes; at most " +
+                                              std::to_string(max_shell_line)};
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote != 0) {
+      if (c == quote)
+        quote = 0;
+      else
+        word += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '\\' && i + 1 < line.size()) {
+      word += line[++i];
+      in_word = true;
+    } else if (c == ' ' || c == '\t') {
+      if (in_word)
+        words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote != 0)
+    return status{errc::invalid_argument, std::string{"unterminated "} + quote + " quote"};
+  if (in_word)
+    words.push_back(std::move(word));
+  return words;
+}
+
+std::string quote_shell_word(std::string_view word) {
+  std::string out = "'";
+  for (const char c : word) {
+    if (c == '\'')
+      out += "'\\''";  // close, an escaped quote, open again
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
 std::vector<std::string_view> split(std::string_view text, char sep) {
   std::vector<std::string_view> out;
   std::size_t start = 0;

@@ -38,6 +38,14 @@ std::string format_bytes(double bytes);
 
 /// Splits on `sep`, keeping empty fields.
 std::vector<std::string_view> split(std::string_view text, char sep);
+/// The admin shell's words: spaces and tabs separate, quotes ('…' or "…") group (no escapes inside
+/// them), a backslash outside quotes takes the next character as it is. Errors (invalid_argument):
+/// an unterminated quote, a line longer than max_shell_line bytes.
+inline constexpr std::size_t max_shell_line = 64 * 1024;
+expected<std::vector<std::string>> split_shell_words(std::string_view line);
+/// `word` quoted so that split_shell_words reads it back as one word, whatever it holds.
+std::string quote_shell_word(std::string_view word);
+
 /// Removes leading and trailing ASCII whitespace.
 std::string_view trim(std::string_view text);
 

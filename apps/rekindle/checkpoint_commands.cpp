@@ -19,6 +19,7 @@
 #include "common/files.hpp"
 #include "common/process.hpp"
 #include "common/text.hpp"
+#include "storage/manifest_file.hpp"
 #include "storage/shard_file.hpp"
 
 namespace rekindle::apps {
@@ -47,65 +48,18 @@ struct manifest {
   std::vector<shard> shards;
 };
 
-// A world larger than any job rekindle runs, and more entries than any checkpoint directory holds.
-constexpr std::uint64_t max_world = 1u << 20;
+// More entries than any checkpoint directory holds.
 constexpr std::size_t max_directory_entries = 1u << 20;
 
 // Reads one manifest file; the error names the file and the field.
 expected<manifest> read_manifest(const fs::path& file) {
-  auto text = read_file_bounded(file, file_limits::manifest, "checkpoint manifest");
-  if (!text)
-    return status{text.error().code(), file.string() + ": " + text.error().message()};
-  json j;
-  try {
-    // A manifest is two levels deep; a deeper one is refused before it is parsed.
-    if (const auto depth = json_nesting_depth(*text); depth > 16)
-      return status{errc::invalid_argument, file.string() + ": nested " + std::to_string(depth) +
-                                                " levels deep; a manifest has 2"};
-    j = json::parse(*text);
-  } catch (const json::exception& e) {
-    return status{errc::invalid_argument, file.string() + ": not JSON (" + e.what() + ")"};
-  }
-  const auto number = [&](const json& o, const std::string& where, const char* key) -> expected<std::uint64_t> {
-    if (!o.is_object() || !o.contains(key) || !o[key].is_number_unsigned())
-      return status{errc::invalid_argument, file.string() + ": " + where + key + " is missing or not a whole number"};
-    return o[key].get<std::uint64_t>();
-  };
+  RK_ASSIGN_OR_RETURN(auto read, storage::read_manifest_file(file));
   manifest m;
   m.file = file;
-  RK_ASSIGN_OR_RETURN(m.step, number(j, "", "step"));
-  RK_ASSIGN_OR_RETURN(auto world, number(j, "", "world_size"));
-  if (world < 1 || world > max_world)
-    return status{errc::invalid_argument, file.string() + ": world_size " + std::to_string(world) +
-                                              " is not from 1 to " + std::to_string(max_world)};
-  m.world = static_cast<std::uint32_t>(world);
-  if (!j.contains("shards") || !j["shards"].is_array())
-    return status{errc::invalid_argument, file.string() + ": shards is missing or not a list"};
-  if (j["shards"].size() > world)
-    return status{errc::invalid_argument, file.string() + ": " + std::to_string(j["shards"].size()) +
-                                              " shards for a world_size of " + std::to_string(world) +
-                                              " (one shard per rank)"};
-  for (std::size_t i = 0; i < j["shards"].size(); ++i) {
-    const auto& s = j["shards"][i];
-    const auto where = "shards[" + std::to_string(i) + "].";
-    manifest::shard sh;
-    RK_ASSIGN_OR_RETURN(auto rank, number(s, where, "rank"));
-    if (rank >= world)
-      return status{errc::invalid_argument, file.string() + ": " + where + "rank " + std::to_string(rank) +
-                                                " is not below world_size " + std::to_string(world)};
-    sh.rank = static_cast<std::uint32_t>(rank);
-    RK_ASSIGN_OR_RETURN(sh.size, number(s, where, "size"));
-    RK_ASSIGN_OR_RETURN(sh.checksum, number(s, where, "checksum"));
-    if (!s.contains("file") || !s["file"].is_string())
-      return status{errc::invalid_argument, file.string() + ": " + where + "file is missing or not text"};
-    sh.file = s["file"].get<std::string>();
-    // A shard lies in the checkpoint's own directory: a bare file name, never a path.
-    if (sh.file.empty() || sh.file == "." || sh.file == ".." || sh.file.find('/') != std::string::npos ||
-        sh.file.find('\0') != std::string::npos)
-      return status{errc::invalid_argument, file.string() + ": " + where + "file '" + sh.file +
-                                                "' is not a file name in the checkpoint's directory"};
-    m.shards.push_back(std::move(sh));
-  }
+  m.step = read.step.value();
+  m.world = read.world_size;
+  for (auto& s : read.shards)
+    m.shards.push_back({s.rank.value(), std::move(s.file), s.size, s.checksum});
   return m;
 }
 

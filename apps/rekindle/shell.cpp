@@ -39,42 +39,6 @@ const std::map<std::string, std::string, std::less<>>& destructive() {
   return m;
 }
 
-// The shell's words: spaces separate, quotes ('…' or "…") group, a backslash escapes.
-expected<std::vector<std::string>> split_words(const std::string& line) {
-  std::vector<std::string> words;
-  std::string word;
-  bool in_word = false;
-  char quote = 0;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quote != 0) {
-      if (c == quote)
-        quote = 0;
-      else
-        word += c;
-    } else if (c == '\'' || c == '"') {
-      quote = c;
-      in_word = true;
-    } else if (c == '\\' && i + 1 < line.size()) {
-      word += line[++i];
-      in_word = true;
-    } else if (c == ' ' || c == '\t') {
-      if (in_word)
-        words.push_back(std::move(word));
-      word.clear();
-      in_word = false;
-    } else {
-      word += c;
-      in_word = true;
-    }
-  }
-  if (quote != 0)
-    return status{errc::invalid_argument, std::string{"unterminated "} + quote + " quote"};
-  if (in_word)
-    words.push_back(std::move(word));
-  return words;
-}
-
 // ---- completion ----------------------------------------------------------------------------------
 
 struct completion_state {
@@ -171,7 +135,7 @@ char* next_candidate(const char* text, int state) {
 
 char** complete(const char* text, int start, int /*end*/) {
   rl_attempted_completion_over = 1;  // never file names
-  auto words = split_words(std::string{rl_line_buffer, static_cast<std::size_t>(std::max(start, 0))});
+  auto words = split_shell_words(std::string{rl_line_buffer, static_cast<std::size_t>(std::max(start, 0))});
   completion().candidates = candidates_for(words ? *words : std::vector<std::string>{}, text);
   return rl_completion_matches(text, next_candidate);
 }
@@ -205,7 +169,7 @@ void print_help(CLI::App& app) {
 
 // Runs one line; returns its exit status, or -1 to leave the shell.
 int run_line(const std::string& line, bool interactive, int last) {
-  auto words = split_words(line);
+  auto words = split_shell_words(line);
   if (!words) {
     std::cerr << "rekindle: " << words.error().message() << "\n";
     return 2;

@@ -130,6 +130,25 @@ TEST(text, hosts_are_addresses_or_names_and_the_error_says_which_part_is_wrong) 
   EXPECT_FALSE(parse_host_port("999.1.1.1:7400"));
 }
 
+TEST(text, shell_words_split_on_blanks_group_in_quotes_and_read_back_what_quote_wrote) {
+  using words = std::vector<std::string>;
+  EXPECT_EQ(*split_shell_words("  kill  rank\t2 --yes "), (words{"kill", "rank", "2", "--yes"}));
+  EXPECT_EQ(*split_shell_words("events --kind 'rank exited' \"a b\"c"), (words{"events", "--kind", "rank exited", "a bc"}));
+  EXPECT_EQ(*split_shell_words("a\\ b ''"), (words{"a b", ""}));
+  EXPECT_TRUE(split_shell_words("").value().empty());
+  const auto open = split_shell_words("say 'unfinished");
+  ASSERT_FALSE(open.has_value());
+  EXPECT_EQ(open.error().message(), "unterminated ' quote");
+  const auto long_line = split_shell_words(std::string(max_shell_line + 1, 'x'));
+  ASSERT_FALSE(long_line.has_value());
+  EXPECT_NE(long_line.error().message().find("at most"), std::string::npos);
+  for (const std::string w : {"", "plain", "it's", "\"quoted\"", "back\\slash", " spaced out ", "''", "\t"}) {
+    const auto back = split_shell_words("x " + quote_shell_word(w) + " y");
+    ASSERT_TRUE(back.has_value()) << w;
+    EXPECT_EQ(*back, (words{"x", w, "y"})) << quote_shell_word(w);
+  }
+}
+
 TEST(logging, levels_parse_by_name) {
   EXPECT_EQ(*parse_log_level("debug"), log_level::debug);
   EXPECT_EQ(to_string(log_level::warn), "warn");
