@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "actors/leadership.hpp"
 #include "actors/node_context.hpp"
 #include "common/files.hpp"
 #include "common/text.hpp"
@@ -9,6 +10,12 @@
 namespace rekindle::actors {
 
 std::string find_supervisor(const config::spec& spec, const std::filesystem::path& data_dir) {
+  // With a standby, etcd names the daemon that leads now, on whichever host it runs.
+  if (!spec.cluster.standby.empty() && !spec.cluster.etcd.empty()) {
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(spec.cluster.lease);
+    if (auto leader = ask_etcd_for_leader(spec, timeout); leader && *leader && !(*leader)->address.empty())
+      return (*leader)->address;
+  }
   const auto& sup = spec.nodes.at(spec.supervisor_node().value());
   if (sup.port != 0)
     return sup.host + ":" + std::to_string(sup.port);

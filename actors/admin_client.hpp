@@ -16,8 +16,9 @@ namespace rekindle::actors {
 
 /// Where and how an admin client reaches the supervisor.
 struct admin_target {
-  /// host:port of the supervisor's daemon; empty: the configuration's supervisor node port, or
-  /// what its daemon wrote to <data_dir>/supervisor.addr.
+  /// host:port of the supervisor's daemon; empty: with a standby, the daemon etcd names as the
+  /// leader; else (or when etcd does not answer) the configuration's supervisor node port, or what
+  /// its daemon wrote to <data_dir>/supervisor.addr.
   std::string address;
   /// The token to present; empty: the configuration's token (or none).
   std::string token;
@@ -61,7 +62,8 @@ class admin_client {
   std::uint64_t next_id_ = 1;
 };
 
-/// The supervisor's address for `spec`: its configured port, else <data_dir>/supervisor.addr.
+/// The supervisor's address for `spec`: with a standby, the leader etcd names; else (or when etcd
+/// does not answer within the lease) its configured port, else <data_dir>/supervisor.addr.
 std::string find_supervisor(const config::spec& spec, const std::filesystem::path& data_dir);
 
 }  // namespace rekindle::actors

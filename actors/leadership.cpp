@@ -29,6 +29,30 @@ storage::etcd_client client_for(const config::spec& spec) {
 
 }  // namespace
 
+std::string leader_key(const config::spec& spec) {
+  return "/rekindle/" + spec.cluster.name + "/" + spec.job.name + "/leader";
+}
+
+std::string leader_value(const std::string& node, const std::string& address) { return node + " " + address; }
+
+named_leader parse_leader_value(std::string_view value) {
+  const auto space = value.find(' ');
+  if (space == std::string_view::npos)
+    return {std::string{value}, ""};
+  return {std::string{value.substr(0, space)}, std::string{value.substr(space + 1)}};
+}
+
+expected<std::optional<named_leader>> ask_etcd_for_leader(const config::spec& spec, std::chrono::milliseconds timeout) {
+  auto hp = parse_host_port(spec.cluster.etcd);
+  if (!hp)
+    return status{errc::invalid_argument, "cluster.etcd: " + hp.error().message()};
+  storage::etcd_client etcd{hp->host, hp->port, timeout};
+  RK_ASSIGN_OR_RETURN(auto got, etcd.get(leader_key(spec)));
+  if (!got)
+    return std::optional<named_leader>{};
+  return std::optional<named_leader>{parse_leader_value(got->value)};
+}
+
 // ---- replica_actor ----
 
 replica_actor::replica_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_replica> replica,
@@ -90,8 +114,8 @@ leadership::leadership(caf::actor_system& sys, node_context& ctx, caf::actor age
       ctx_(ctx),
       agent_(std::move(agent)),
       etcd_(client_for(ctx.spec)),
-      key_("/rekindle/" + ctx.spec.cluster.name + "/" + ctx.spec.job.name + "/leader"),
-      value_(ctx.node_name() + " " + ctx.address),
+      key_(leader_key(ctx.spec)),
+      value_(leader_value(ctx.node_name(), ctx.address)),
       candidate_(ctx.node == ctx.spec.supervisor_node() || ctx.node_name() == ctx.spec.cluster.standby),
       primary_(ctx.node == ctx.spec.supervisor_node()),
       poll_(std::min<std::chrono::nanoseconds>(ctx.spec.cluster.lease / 6, std::chrono::milliseconds{500})) {
@@ -149,8 +173,8 @@ void leadership::step() {
     }
   } else if (*got) {
     const auto& v = **got;
-    const auto space = v.value.find(' ');
-    publish(v.create_revision, v.value.substr(0, space), space == std::string::npos ? "" : v.value.substr(space + 1));
+    auto named = parse_leader_value(v.value);
+    publish(v.create_revision, std::move(named.node), std::move(named.address));
   } else {
     publish(0, "", "");
   }

@@ -7,6 +7,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "actors/node_context.hpp"
@@ -14,6 +16,22 @@
 #include "storage/state_replica.hpp"
 
 namespace rekindle::actors {
+
+/// The daemon etcd names as the supervisor's leader: the value of the leader key, "NODE HOST:PORT".
+struct named_leader {
+  std::string node;
+  std::string address;
+};
+
+/// The etcd key that names the leader of `spec`'s job: "/rekindle/<cluster>/<job>/leader".
+[[nodiscard]] std::string leader_key(const config::spec& spec);
+/// The key's value for a leader, and the leader a value names.
+[[nodiscard]] std::string leader_value(const std::string& node, const std::string& address);
+[[nodiscard]] named_leader parse_leader_value(std::string_view value);
+/// Asks `spec`'s etcd which daemon leads now (nullopt: none does). Errors: etcd does not answer
+/// within `timeout`, or answers with an error.
+[[nodiscard]] expected<std::optional<named_leader>> ask_etcd_for_leader(const config::spec& spec,
+                                                                        std::chrono::milliseconds timeout);
 
 /// A standby's copy of the supervisor's state store: asks the leader's supervisor for the changes
 /// it lacks (every 100 ms, at once while more wait) and applies them to a `storage::state_replica`

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "tests/support/cluster.hpp"
@@ -80,6 +81,7 @@ TEST_F(standby, the_standby_takes_over_when_the_supervisors_node_is_killed_and_t
   const double expected = reference_loss();
   testing::local_cluster c{options(etcd->endpoint())};
   ASSERT_NO_FATAL_FAILURE(start_replicated(c));
+  const auto old_address = testing::read_file(c.data_dir() / "supervisor.addr");
   // The whole node goes: its daemon, with it the supervisor, and its ranks.
   const auto killed = std::chrono::steady_clock::now();
   c.signal_node("n0", SIGKILL);
@@ -87,6 +89,15 @@ TEST_F(standby, the_standby_takes_over_when_the_supervisors_node_is_killed_and_t
   ASSERT_TRUE(logged(c, "n1", "this daemon leads the supervisor now")) << logs(c);
   std::cout << "takeover: the standby leads " << std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count()
             << " s after the kill (lease 2 s)\n";
+  // The admin shell finds the new leader through etcd, not the address file (which another
+  // host's leader could not have written): the file is made to point nowhere.
+  const auto addr_file = c.data_dir() / "supervisor.addr";
+  ASSERT_TRUE(testing::wait_until([&] { return testing::read_file(addr_file) != old_address; }, 30s)) << logs(c);
+  testing::temp_dir scratch;
+  std::filesystem::rename(scratch.write("addr", "127.0.0.1:1\n"), addr_file);
+  const auto shell = c.admin({"status", "--json"});
+  EXPECT_EQ(shell.exit_code, 0) << shell.out << shell.err;
+  EXPECT_NE(shell.out.find("\"job\""), std::string::npos) << shell.out;
   // Same world size (n0's ranks moved to the spare): the same loss, to the bit.
   ASSERT_NO_FATAL_FAILURE(expect_same_end(c, expected));
   // The takeover as the new leader measured it (docs/RELIABILITY.md quotes these).
