@@ -18,7 +18,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +43,7 @@
 #include "storage/snapshot_slot.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/etcd.hpp"
+#include "tests/support/faults.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/values.hpp"
@@ -123,44 +123,6 @@ bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds tim
   return false;
 }
 
-// A small tmpfs for the checkpoints, so a fault can fill it (needs root; without it the disk-full
-// fault is not drawn).
-class small_disk {
- public:
-  explicit small_disk(fs::path at) : at_(std::move(at)) {
-    fs::create_directories(at_);
-    mounted_ = ::mount("tmpfs", at_.c_str(), "tmpfs", 0, "size=64m,mode=0700") == 0;
-  }
-  ~small_disk() {
-    if (mounted_)
-      (void)::umount2(at_.c_str(), MNT_DETACH);
-  }
-  small_disk(const small_disk&) = delete;
-  small_disk& operator=(const small_disk&) = delete;
-  [[nodiscard]] bool mounted() const noexcept { return mounted_; }
-  [[nodiscard]] const fs::path& path() const noexcept { return at_; }
-
-  // Writes a filler file until the file system is full.
-  void fill() {
-    const auto filler = at_ / "filler";
-    const int fd = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-      return;
-    std::vector<char> block(1 << 20, 'x');
-    while (::write(fd, block.data(), block.size()) > 0) {
-    }
-    ::close(fd);
-  }
-  void free_up() {
-    std::error_code ec;
-    fs::remove(at_ / "filler", ec);
-  }
-
- private:
-  fs::path at_;
-  bool mounted_ = false;
-};
-
 struct rank_view {
   int rank = -1;
   std::string node;
@@ -208,7 +170,7 @@ class job {
     result_.standby = etcd_endpoint.has_value() && pick(3) == 0;
     testing::cluster_options o{.spare = true, .steps = steps};
     o.extra = "[recovery]\nmax_restarts_per_rank = 1000\n";
-    disk_ = std::make_unique<small_disk>(scratch_.path() / "checkpoints");
+    disk_ = std::make_unique<testing::small_disk>(scratch_.path() / "checkpoints", "64m");
     if (disk_->mounted())
       o.checkpoint_dir = disk_->path().string();
     if (result_.standby)
@@ -486,7 +448,7 @@ class job {
         if (r < 0 || pid <= 0)
           return skipped(f, in);
         ::kill(pid, SIGSTOP);  // it writes nothing more into the slot
-        corrupt_slot(storage::snapshot_slot::name_for(cluster_->data_dir() / node, "test", index));
+        (void)testing::corrupt_slot(storage::snapshot_slot::name_for(cluster_->data_dir() / node, "test", index));
         ::kill(pid, SIGKILL);
         break;
       }
@@ -514,27 +476,6 @@ class job {
       return false;
     }
     return true;
-  }
-
-  // Flips a byte in the middle of both halves of a slot: neither snapshot passes its checksum.
-  static void corrupt_slot(const std::string& name) {
-    auto slot = storage::snapshot_slot::open(name);
-    if (!slot.has_value())
-      return;
-    const auto capacity = slot->capacity();
-    const auto path = "/dev/shm" + name;
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0)
-      return;
-    for (std::uint64_t half = 0; half < 2; ++half) {
-      const auto at = static_cast<off_t>(storage::snapshot_slot::header_bytes + half * capacity + 64);
-      unsigned char b = 0;
-      if (::pread(fd, &b, 1, at) == 1) {
-        b ^= 0x5a;
-        (void)::pwrite(fd, &b, 1, at);
-      }
-    }
-    ::close(fd);
   }
 
   [[nodiscard]] fs::path newest_manifest() const {
@@ -702,7 +643,7 @@ class job {
   std::mt19937_64& rng_;
   std::uint64_t steps_;
   testing::temp_dir scratch_{"rekindle-chaos"};
-  std::unique_ptr<small_disk> disk_;
+  std::unique_ptr<testing::small_disk> disk_;
   std::unique_ptr<testing::local_cluster> cluster_;
   fs::path checkpoint_dir_;
   job_result result_;

@@ -14,6 +14,7 @@
 
 #include "storage/shard_file.hpp"
 #include "tests/support/cluster.hpp"
+#include "tests/support/faults.hpp"
 #include "tests/support/values.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -263,33 +264,11 @@ TEST(checkpoint, a_refused_disk_does_not_stop_training_and_says_so) {
   EXPECT_NE(log.find("training goes on from memory snapshots"), std::string::npos) << log;
 }
 
-// A small tmpfs, unmounted when the test ends however it ends.
-class small_disk {
- public:
-  small_disk(const fs::path& at, const std::string& size) : at_(at) {
-    fs::create_directories(at_);
-    auto r = testing::run_process({"mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", at_.string()});
-    mounted_ = r.exit_code == 0;
-    why_ = r.err;
-  }
-  ~small_disk() {
-    if (mounted_)
-      (void)testing::run_process({"umount", "-l", at_.string()});
-  }
-  [[nodiscard]] bool mounted() const noexcept { return mounted_; }
-  [[nodiscard]] const std::string& why() const noexcept { return why_; }
-
- private:
-  fs::path at_;
-  bool mounted_ = false;
-  std::string why_;
-};
-
 TEST(checkpoint, a_full_disk_keeps_the_previous_checkpoint_and_training_goes_on) {
   testing::temp_dir scratch;
   const auto dir = scratch.path() / "disk";
   // Room for one checkpoint of this model (4 shards of about 200 KiB) and part of a second.
-  small_disk disk{dir, "1200k"};
+  testing::small_disk disk{dir, "1200k"};
   if (!disk.mounted())
     GTEST_SKIP() << "a small tmpfs cannot be mounted here (it needs root): " << disk.why();
   auto o = options();

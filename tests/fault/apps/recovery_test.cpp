@@ -12,6 +12,7 @@
 #include "actors/messages.hpp"
 #include "storage/snapshot_slot.hpp"
 #include "tests/support/cluster.hpp"
+#include "tests/support/faults.hpp"
 #include "tests/support/values.hpp"
 
 namespace rekindle {
@@ -191,24 +192,6 @@ TEST(recovery, a_lost_node_moves_its_ranks_to_the_spare_and_restores_from_buddy_
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
 }
 
-// Flips a byte in the middle of both halves of a slot: neither snapshot passes its checksum.
-void corrupt_slot(const std::string& name) {
-  auto slot = storage::snapshot_slot::open(name);
-  ASSERT_TRUE(slot.has_value()) << slot.to_status();
-  const auto capacity = slot->capacity();
-  const auto path = "/dev/shm" + name;
-  const int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0) << path;
-  for (std::uint64_t half = 0; half < 2; ++half) {
-    const off_t at = static_cast<off_t>(storage::snapshot_slot::header_bytes + half * capacity + 64);
-    unsigned char b = 0;
-    ASSERT_EQ(::pread(fd, &b, 1, at), 1);
-    b ^= 0x5a;
-    ASSERT_EQ(::pwrite(fd, &b, 1, at), 1);
-  }
-  ::close(fd);
-}
-
 TEST(recovery, a_corrupted_slot_is_skipped_for_the_buddy_replica_with_the_same_final_loss) {
   const testing::cluster_options o{.steps = steps};
   const double expected = reference_loss(o);
@@ -219,7 +202,7 @@ TEST(recovery, a_corrupted_slot_is_skipped_for_the_buddy_replica_with_the_same_f
   const int pid = c.rank_pid(2);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGSTOP), 0);
-  corrupt_slot(storage::snapshot_slot::name_for(c.data_dir() / "n1", "test", 0));
+  ASSERT_TRUE(testing::corrupt_slot(storage::snapshot_slot::name_for(c.data_dir() / "n1", "test", 0)));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   const auto report = c.wait_done(240s);
   expect_recovered(c, report, 1);
