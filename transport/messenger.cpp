@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/check.hpp"
+#include "transport/handshake.hpp"
 #include "transport/ucx.hpp"
 
 namespace rekindle::transport {
@@ -39,106 +40,16 @@ using namespace std::chrono_literals;
 
 constexpr unsigned frame_am_id = 7;
 
-// Frame types of the transport itself. The handshake travels on the TCP connection; attached and
-// keep-alives as UCX active messages.
-enum reserved_type : std::uint16_t {
-  type_hello = first_reserved_type,  // TCP, client → server: client nonce, name
-  type_challenge,                    // TCP, server → client: server nonce
-  type_auth,                         // TCP, client → server: client proof
-  type_welcome,                      // TCP, server → client: role, server proof, name, ticket
-  type_refused,                      // TCP, server → client: reason
-  type_keepalive,                    // UCX, either way, when idle
-  type_ready,                        // TCP, client → server: the port of its one-shot UCX listener
-  type_attached,                     // UCX, server → client: the ticket of the welcome
-};
-
 // UCX endpoints a client accepts on its one-shot listener while it waits for the server's
 // attached; the first that presents the ticket is the server's.
 constexpr std::size_t max_candidate_endpoints = 4;
 
-// A handshake frame's payload is small: the largest, welcome, carries a UCX worker address.
-constexpr std::uint64_t max_handshake_payload = 64 * 1024;
 // Connections that have not proved a token yet, at most; a new one beyond closes the oldest.
 constexpr std::size_t max_pending_connections = 256;
 
 // epoll keys: the three fds of the messenger, then one per peer's TCP connection.
 constexpr std::uint64_t key_ucx = 1, key_wake = 2, key_listener = 3;
 constexpr std::uint64_t key_peer_bit = 1ull << 63;
-
-// Little helpers to build and read handshake payloads.
-class payload_writer {
- public:
-  void bytes(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
-  void u8(std::uint8_t v) { out_.push_back(std::byte{v}); }
-  void u32(std::uint32_t v) {
-    for (int i = 0; i < 4; ++i)
-      u8(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  void u64(std::uint64_t v) {
-    for (int i = 0; i < 8; ++i)
-      u8(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  void string(std::string_view s) {
-    const auto n = static_cast<std::uint8_t>(std::min<std::size_t>(s.size(), 255));
-    u8(n);
-    bytes(std::as_bytes(std::span{s.data(), n}));
-  }
-  std::vector<std::byte> take() { return std::move(out_); }
-
- private:
-  std::vector<std::byte> out_;
-};
-
-class payload_reader {
- public:
-  explicit payload_reader(std::span<const std::byte> in) : in_(in) {}
-  bool bytes(std::span<std::byte> out) {
-    if (in_.size() < out.size())
-      return false;
-    std::memcpy(out.data(), in_.data(), out.size());
-    in_ = in_.subspan(out.size());
-    return true;
-  }
-  bool u8(std::uint8_t& v) {
-    std::byte b{};
-    if (!bytes(std::span{&b, 1}))
-      return false;
-    v = static_cast<std::uint8_t>(b);
-    return true;
-  }
-  bool u32(std::uint32_t& v) {
-    v = 0;
-    for (int i = 0; i < 4; ++i) {
-      std::uint8_t b = 0;
-      if (!u8(b))
-        return false;
-      v |= static_cast<std::uint32_t>(b) << (8 * i);
-    }
-    return true;
-  }
-  bool u64(std::uint64_t& v) {
-    v = 0;
-    for (int i = 0; i < 8; ++i) {
-      std::uint8_t b = 0;
-      if (!u8(b))
-        return false;
-      v |= static_cast<std::uint64_t>(b) << (8 * i);
-    }
-    return true;
-  }
-  [[nodiscard]] bool empty() const noexcept { return in_.empty(); }
-  bool string(std::string& s) {
-    std::uint8_t n = 0;
-    if (!u8(n) || in_.size() < n)
-      return false;
-    s.assign(reinterpret_cast<const char*>(in_.data()), n);
-    in_ = in_.subspan(n);
-    return true;
-  }
-
- private:
-  std::span<const std::byte> in_;
-};
 
 expected<sockaddr_storage> resolve(const std::string& host, std::uint16_t port) {
   addrinfo hints{};
@@ -316,13 +227,9 @@ class messenger::impl {
 
  private:
   enum class peer_state {
-    connecting,          // client: TCP connect in progress
-    awaiting_hello,      // server: connection accepted
-    awaiting_challenge,  // client: hello sent
-    awaiting_auth,       // server: challenge sent
-    awaiting_welcome,    // client: auth sent
-    awaiting_ready,      // server: welcome sent, waiting for the client's listener port
-    awaiting_attached,   // client: ready sent, waiting for the server's endpoint to present the ticket
+    connecting,         // client: TCP connect in progress
+    handshaking,        // the token handshake on the TCP connection (its phase in hs)
+    awaiting_attached,  // client: ready sent, waiting for the server's endpoint to present the ticket
     up,
   };
 
@@ -331,17 +238,15 @@ class messenger::impl {
     // The TCP connection of the handshake, kept open while the peer lives: its end is the peer's.
     int fd = -1;
     std::vector<std::byte> in, out;
-    std::uint64_t ticket = 0;
+    std::optional<handshake> hs;
     ucp_ep_h ep = nullptr;
     // Client: the one-shot listener the server connects its UCX endpoint to, and the endpoints it
     // accepted that have not presented the ticket yet.
     ucp_listener_h listener = nullptr;
     std::unique_ptr<std::pair<impl*, std::uint64_t>> listener_arg;
     std::vector<ucp_ep_h> candidates;
-    peer_state state = peer_state::awaiting_hello;
+    peer_state state = peer_state::handshaking;
     std::string remote;
-    nonce client_nonce{};
-    nonce server_nonce{};
     clock_type::time_point created;
     clock_type::time_point last_recv;
     clock_type::time_point last_send;
@@ -420,7 +325,6 @@ class messenger::impl {
       }
       auto& p = add_peer(fd, false);
       p.remote = describe(from);
-      p.state = peer_state::awaiting_hello;
       if (auto s = watch(fd, key_peer_bit | p.info.id.value(), EPOLLIN | EPOLLRDHUP); !s.ok())
         drop_peer(p, std::move(s));
     }
@@ -431,7 +335,7 @@ class messenger::impl {
     std::size_t n = 0;
     peer* oldest = nullptr;
     for (auto& [id, p] : peers_) {
-      if (p.info.outbound || (p.state != peer_state::awaiting_hello && p.state != peer_state::awaiting_auth))
+      if (!p.hs->pending())
         continue;
       ++n;
       if (oldest == nullptr || p.created < oldest->created)
@@ -474,12 +378,9 @@ class messenger::impl {
       (void)::getsockopt(p.fd, SOL_SOCKET, SO_ERROR, &err, &len);
       if (err != 0)
         return drop_peer(p, status{errc::peer_failed, "connecting to " + p.remote + ": " + errno_text(err)});
-      p.client_nonce = random_nonce();
-      p.state = peer_state::awaiting_challenge;
-      payload_writer w;
-      w.bytes(p.client_nonce);
-      w.string(options_.name);
-      if (!tcp_send(p, type_hello, w.take()))
+      p.state = peer_state::handshaking;
+      auto hello = p.hs->hello();
+      if (!tcp_send(p, hello.type, std::move(hello.payload)))
         return;
     }
     if ((events & EPOLLOUT) != 0 && !flush(p))
@@ -511,58 +412,26 @@ class messenger::impl {
 
   // Reads whole handshake frames from p.in; false when the peer was dropped.
   bool parse_tcp(peer& p) {
-    while (p.in.size() >= sizeof frame_magic) {
-      std::uint32_t magic = 0;
-      for (std::size_t i = 0; i < sizeof magic; ++i)
-        magic |= static_cast<std::uint32_t>(p.in[i]) << (8 * i);
-      if (magic != frame_magic) {
-        count_drop(drop_reason::bad_magic);
-        handshake_failed(p, "malformed handshake frame from " + p.remote + ": not a rekindle frame");
-        return false;
-      }
-      if (p.in.size() < frame_fixed_size)
+    while (true) {
+      auto cut = next_handshake_frame(p.in);
+      if (cut.what == handshake_cut::result::need_more)
         return true;
-      const auto src_len = static_cast<std::size_t>(p.in[40]);
-      const auto dst_len = static_cast<std::size_t>(p.in[41]);
-      if (src_len > max_actor_name || dst_len > max_actor_name) {
-        count_drop(drop_reason::bad_header);
-        handshake_failed(p, "malformed handshake frame from " + p.remote + ": actor name too long");
+      if (cut.what == handshake_cut::result::malformed) {
+        count_drop(cut.reason);
+        handshake_failed(p, "malformed handshake frame from " + p.remote + ": " + cut.why);
         return false;
       }
-      const auto header_size = frame_fixed_size + src_len + dst_len;
-      if (p.in.size() < header_size)
-        return true;
-      frame_header h;
-      std::string detail;
-      if (const auto r = decode_header({p.in.data(), header_size}, max_handshake_payload, h, &detail);
-          r != drop_reason::none) {
-        count_drop(r);
-        handshake_failed(p, "malformed handshake frame from " + p.remote + ": " + std::string{to_string(r)} +
-                                (detail.empty() ? "" : " (" + detail + ")"));
-        return false;
-      }
-      if (p.in.size() - header_size < h.payload_length)
-        return true;
-      const std::span<const std::byte> payload{p.in.data() + header_size, static_cast<std::size_t>(h.payload_length)};
-      if (const auto r = check_payload(h, payload); r != drop_reason::none) {
-        count_drop(r);
-        handshake_failed(p, "malformed handshake frame from " + p.remote + ": " + std::string{to_string(r)});
-        return false;
-      }
-      std::vector<std::byte> body(payload.begin(), payload.end());
-      p.in.erase(p.in.begin(), p.in.begin() + static_cast<std::ptrdiff_t>(header_size + h.payload_length));
       frames_received_.fetch_add(1);
-      bytes_received_.fetch_add(header_size + h.payload_length);
-      if (is_cut(h.src_node)) {
+      bytes_received_.fetch_add(cut.wire_size);
+      if (is_cut(cut.header.src_node)) {
         count_drop(drop_reason::partitioned);
         continue;
       }
       const auto id = p.info.id.value();
-      handle_handshake(p, h, body);
+      handle_handshake(p, cut.header, cut.payload);
       if (!peers_.contains(id))
         return false;
     }
-    return true;
   }
 
   // Queues a handshake frame on the TCP connection; false when the peer was dropped.
@@ -719,6 +588,8 @@ class messenger::impl {
     p.info.outbound = outbound;
     p.fd = fd;
     p.created = p.last_recv = p.last_send = clock_type::now();
+    p.hs.emplace(outbound ? handshake::side::client : handshake::side::server,
+                 handshake::settings{options_.token, options_.readonly_token, options_.name, {}});
     return p;
   }
 
@@ -978,89 +849,40 @@ class messenger::impl {
   }
 
   void handle_handshake(peer& p, const frame_header& h, std::span<const std::byte> payload) {
-    payload_reader r{payload};
-    switch (h.type) {
-      case type_hello: {
-        if (p.state != peer_state::awaiting_hello || p.info.outbound)
-          return handshake_failed(p, "unexpected hello");
-        if (!r.bytes(p.client_nonce) || !r.string(p.info.name))
-          return handshake_failed(p, "malformed hello");
-        p.info.node = h.src_node;
-        p.server_nonce = random_nonce();
-        p.state = peer_state::awaiting_auth;
-        payload_writer w;
-        w.bytes(p.server_nonce);
-        (void)tcp_send(p, type_challenge, w.take());
+    auto step = p.hs->on_frame(h, payload);
+    switch (step.what) {
+      case handshake::step::action::fail:
+        if (step.drop != drop_reason::none)
+          count_drop(step.drop);
+        return handshake_failed(p, step.why + " (from " + p.remote + ")");
+      case handshake::step::action::refuse: {
+        peers_refused_.fetch_add(1);
+        spdlog::warn("peer refused remote={} name=\"{}\" reason=\"{}\"", p.remote, p.hs->peer_name(), step.why);
+        if (tcp_send(p, step.reply.type, std::move(step.reply.payload)))
+          drop_peer(p, status{errc::unauthenticated, step.why});
         return;
       }
-      case type_challenge: {
-        if (p.state != peer_state::awaiting_challenge)
-          return handshake_failed(p, "unexpected challenge");
-        if (!r.bytes(p.server_nonce))
-          return handshake_failed(p, "malformed challenge");
-        p.state = peer_state::awaiting_welcome;
-        payload_writer w;
-        w.bytes(make_proof(options_.token, "client", p.client_nonce, p.server_nonce));
-        (void)tcp_send(p, type_auth, w.take());
-        return;
-      }
-      case type_auth: {
-        if (p.state != peer_state::awaiting_auth)
-          return handshake_failed(p, "unexpected auth");
-        proof client_proof{};
-        if (!r.bytes(client_proof))
-          return handshake_failed(p, "malformed auth");
-        const auto role = verify_client(client_proof, options_.token, options_.readonly_token, p.client_nonce,
-                                        p.server_nonce);
-        if (!role) {
-          peers_refused_.fetch_add(1);
-          spdlog::warn("peer refused remote={} name=\"{}\" reason=\"wrong cluster token\"", p.remote, p.info.name);
-          payload_writer w;
-          w.string("wrong cluster token");
-          if (tcp_send(p, type_refused, w.take()))
-            drop_peer(p, status{errc::unauthenticated, "wrong cluster token"});
-          return;
+      case handshake::step::action::send:
+        if (p.hs->which() == handshake::side::server) {
+          p.info.name = p.hs->peer_name();
+          p.info.node = p.hs->peer_node();
+          p.info.role = p.hs->role();
         }
-        p.info.role = *role;
-        for (auto b : random_nonce())
-          p.ticket = (p.ticket << 8) | static_cast<std::uint8_t>(b);
-        payload_writer w;
-        w.u8(static_cast<std::uint8_t>(*role));
-        const auto& key = *role == peer_role::admin ? options_.token : options_.readonly_token;
-        w.bytes(make_proof(key, "server", p.client_nonce, p.server_nonce));
-        w.string(options_.name);
-        w.u64(p.ticket);
-        p.state = peer_state::awaiting_ready;
-        (void)tcp_send(p, type_welcome, w.take());
+        (void)tcp_send(p, step.reply.type, std::move(step.reply.payload));
         return;
-      }
-      case type_welcome: {
-        if (p.state != peer_state::awaiting_welcome)
-          return handshake_failed(p, "unexpected welcome");
-        std::uint8_t role = 0;
-        proof server_proof{};
-        if (!r.u8(role) || !r.bytes(server_proof) || !r.string(p.info.name) || !r.u64(p.ticket) || !r.empty() ||
-            (role != static_cast<std::uint8_t>(peer_role::admin) && role != static_cast<std::uint8_t>(peer_role::readonly)))
-          return handshake_failed(p, "malformed welcome");
-        if (!proofs_equal(server_proof, make_proof(options_.token, "server", p.client_nonce, p.server_nonce)))
-          return handshake_failed(p, "the server at " + p.remote + " could not prove it holds the cluster token");
-        p.info.role = static_cast<peer_role>(role);
-        p.info.node = h.src_node;
+      case handshake::step::action::listen: {
+        p.info.name = p.hs->peer_name();
+        p.info.node = p.hs->peer_node();
+        p.info.role = p.hs->role();
         auto port = listen_once(p);
         if (!port)
           return drop_peer(p, port.error());
         p.state = peer_state::awaiting_attached;
-        payload_writer w;
-        w.u32(*port);
-        (void)tcp_send(p, type_ready, w.take());
+        auto ready = p.hs->ready(static_cast<std::uint16_t>(*port));
+        (void)tcp_send(p, ready.type, std::move(ready.payload));
         return;
       }
-      case type_ready: {
-        if (p.state != peer_state::awaiting_ready)
-          return handshake_failed(p, "unexpected ready");
-        std::uint32_t port = 0;
-        if (!r.u32(port) || !r.empty() || port == 0 || port > 65535)
-          return handshake_failed(p, "malformed ready");
+      case handshake::step::action::connect: {
         // The client proved it holds a token: this side connects UCX to the listener it opened
         // for this connection, at the address its TCP connection came from.
         sockaddr_storage addr{};
@@ -1068,9 +890,9 @@ class messenger::impl {
         if (::getpeername(p.fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
           return drop_peer(p, status{errc::peer_failed, "the connection from " + p.remote + " is gone"});
         if (addr.ss_family == AF_INET6)
-          reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(static_cast<std::uint16_t>(port));
+          reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port = htons(step.port);
         else
-          reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(static_cast<std::uint16_t>(port));
+          reinterpret_cast<sockaddr_in*>(&addr)->sin_port = htons(step.port);
         ucp_ep_params_t params{};
         params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
                             UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -1085,19 +907,9 @@ class messenger::impl {
         if (auto s = ucp_ep_create(worker_->get(), &params, &ep); s != UCS_OK)
           return drop_peer(p, ucx_status(s, "connecting UCX to " + describe(addr)));
         attach_endpoint(p, ep);
-        payload_writer w;
-        w.u64(p.ticket);
-        send_internal(p, type_attached, shared_bytes{w.take()});
+        send_internal(p, type_attached, shared_bytes{p.hs->attached()});
         return peer_up(p);
       }
-      case type_refused: {
-        std::string reason;
-        (void)r.string(reason);
-        return handshake_failed(p, "refused by " + p.remote + ": " + (reason.empty() ? "no reason given" : reason));
-      }
-      default:
-        count_drop(drop_reason::bad_header);
-        return handshake_failed(p, "frame type " + std::to_string(h.type) + " during the handshake");
     }
   }
 
@@ -1180,10 +992,8 @@ class messenger::impl {
   // Client: a frame on an endpoint the one-shot listener accepted. The first attached with the
   // welcome's ticket makes that endpoint the peer's; anything else is dropped.
   void accept_attached(peer& p, ucp_ep_h from, const frame_header& h, std::span<const std::byte> payload) {
-    payload_reader r{payload};
-    std::uint64_t ticket = 0;
-    const bool ok = h.type == type_attached && check_payload(h, payload) == drop_reason::none && r.u64(ticket) &&
-                    r.empty() && ticket == p.ticket && std::find(p.candidates.begin(), p.candidates.end(), from) != p.candidates.end();
+    const bool ok = p.hs->accepts_attached(h, payload) &&
+                    std::find(p.candidates.begin(), p.candidates.end(), from) != p.candidates.end();
     if (!ok) {
       count_drop(drop_reason::unauthenticated);
       return;

@@ -20,6 +20,7 @@
 
 #include "transport/auth.hpp"
 #include "transport/frame.hpp"
+#include "transport/handshake.hpp"
 #include "transport/messenger.hpp"
 #include "transport/ucx.hpp"
 
@@ -29,10 +30,6 @@ namespace {
 using namespace std::chrono_literals;
 
 constexpr unsigned frame_am_id = 7;  // the messenger's active-message id
-constexpr std::uint16_t type_hello = first_reserved_type, type_challenge = first_reserved_type + 1,
-                        type_auth = first_reserved_type + 2, type_welcome = first_reserved_type + 3,
-                        type_refused = first_reserved_type + 4, type_ready = first_reserved_type + 6,
-                        type_attached = first_reserved_type + 7;
 
 // Writes `bytes` to a blocking socket; false when the other side closed it.
 bool write_all(int fd, std::span<const std::byte> bytes) {
