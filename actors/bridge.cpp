@@ -1,5 +1,7 @@
 #include "actors/bridge.hpp"
 
+#include <unordered_set>
+
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <spdlog/spdlog.h>
@@ -17,7 +19,27 @@ class bounded_deserializer final : public caf::deserializer {
   bounded_deserializer(caf::actor_system& sys, std::span<const std::byte> bytes)
       : caf::deserializer(sys), inner_(sys, reinterpret_cast<const char*>(bytes.data()), bytes.size()) {}
 
-  caf::error begin_object(std::uint16_t& typenr, std::string& name) override { return inner_.begin_object(typenr, name); }
+  // Only rekindle's own message types: a name CAF knows besides (its config_value, actor handles)
+  // would be decoded by CAF's code, which throws or needs a middleman on malformed bytes.
+  caf::error begin_object(std::uint16_t& typenr, std::string& name) override {
+    if (auto err = inner_.begin_object(typenr, name))
+      return err;
+    static const std::unordered_set<std::string> ours = [] {
+      const auto names = message_type_names();
+      return std::unordered_set<std::string>(names.begin(), names.end());
+    }();
+    // A message names its element types at once: "@<>+first+second".
+    constexpr std::string_view prefix = "@<>+";
+    if (typenr != 0 || !name.starts_with(prefix))
+      return caf::make_error(caf::sec::unknown_type);
+    for (std::size_t begin = prefix.size(); begin <= name.size();) {
+      const auto end = std::min(name.find('+', begin), name.size());
+      if (!ours.contains(name.substr(begin, end - begin)))
+        return caf::make_error(caf::sec::unknown_type);
+      begin = end + 1;
+    }
+    return caf::none;
+  }
   caf::error end_object() override { return inner_.end_object(); }
   caf::error begin_sequence(std::size_t& size) override {
     if (auto err = inner_.begin_sequence(size))
@@ -57,7 +79,13 @@ class bounded_deserializer final : public caf::deserializer {
 
 caf::error decode_message(caf::actor_system& sys, std::span<const std::byte> bytes, caf::message& out) {
   bounded_deserializer source{sys, bytes};
-  return source(out);
+  try {
+    return source(out);
+  } catch (const std::exception&) {
+    // CAF's own decoders throw on some malformed input: the frame is refused, never the process.
+    out = caf::message{};
+    return caf::make_error(caf::sec::unknown_type);
+  }
 }
 
 namespace {

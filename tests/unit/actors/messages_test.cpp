@@ -196,6 +196,27 @@ TEST_F(system_fixture, a_declared_length_beyond_the_frame_is_refused_before_it_i
   EXPECT_TRUE(err2 || shorter.empty());
 }
 
+// Found by fuzzing: a frame naming one of CAF's own types (here "@config_value" with a bad variant
+// index) made CAF throw inside the decoder, which aborted the process. Only rekindle's message
+// types are decoded.
+TEST_F(system_fixture, a_message_of_a_type_that_is_not_rekindles_is_refused_without_a_throw) {
+  const unsigned char crash[] = {0x00, 0x00, 0x11, 0x40, 0x3c, 0x3e, 0x2b, 0x40, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67,
+                                 0x5f, 0x76, 0x61, 0x6c, 0x75, 0x65, 0x7e, 0x6e, 0x52};
+  caf::message out;
+  caf::error err;
+  EXPECT_NO_THROW(err = decode_message(*sys, std::as_bytes(std::span{crash}), out));
+  EXPECT_TRUE(err || out.empty());
+  // A well-formed message of a CAF type is refused too.
+  auto msg = caf::make_message(caf::config_value{42});
+  std::vector<char> buf;
+  caf::binary_serializer sink{*sys, buf};
+  ASSERT_FALSE(sink(msg));
+  caf::message decoded;
+  const auto refused = decode_message(*sys, std::as_bytes(std::span{buf}), decoded);
+  EXPECT_TRUE(refused || decoded.empty());
+  EXPECT_FALSE(decoded.match_elements<caf::config_value>());
+}
+
 TEST_F(system_fixture, every_type_is_registered_by_the_name_its_inspector_gives) {
   const auto names = message_type_names();
   for (const auto& n : names)
