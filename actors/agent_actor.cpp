@@ -210,10 +210,11 @@ caf::behavior agent_actor::make_behavior() {
         if (auto* w = by_peer(from.peer))
           w->leaving = true;
       },
-      [this](const envelope& from, const worker_heartbeat&) {
+      [this](const envelope& from, const worker_heartbeat& h) {
         if (auto* w = by_peer(from.peer)) {
           w->last_heartbeat = ctx_->time->now();
           w->reported_unresponsive = false;
+          w->position = h;
         }
       },
       [this](const envelope&, const rank_ready& r) { to_supervisor(r); },
@@ -253,9 +254,13 @@ caf::behavior agent_actor::make_behavior() {
       [this](const envelope&, const kill_request& k) {
         if (auto* w = by_rank(k.rank)) {
           spdlog::warn("agent kills rank={} pid={} signal={} reason=\"{}\"", k.rank.value(), w->pid, k.signal, k.reason);
-          ::kill(w->pid, k.signal);
+          if (k.reason == "hung" || k.reason == "unresponsive")
+            kill_hung(*w, k);
+          else
+            ::kill(w->pid, k.signal);
         }
       },
+      [this](const rank_stack& s) { to_supervisor(s); },
       [this](const envelope&, const drill_request& d) {
         if (auto* w = by_rank(d.rank)) {
           spdlog::warn("agent: fault drill on rank={} pid={}: {} (factor {})", d.rank.value(), w->pid, to_string(d.kind), d.factor);
@@ -585,11 +590,34 @@ void agent_actor::flush_progress() {
   progress_.clear();
 }
 
+std::vector<rank_position> agent_actor::positions() const {
+  std::vector<rank_position> out;
+  for (const auto& [i, w] : workers_)
+    if (w.rank && w.epoch == epoch_ && w.position && w.position->epoch == epoch_)
+      out.push_back({*w.rank, epoch_, w.position->seq, w.position->kind, w.position->phase, w.position->for_ns});
+  return out;
+}
+
+void agent_actor::kill_hung(const worker& w, const kill_request& k) {
+  // The stack comes from outside the process (eu-stack attaches with ptrace), so a rank stuck in
+  // a kernel or a syscall shows where; the kill follows whether or not it could be taken.
+  std::thread([self = caf::actor_cast<caf::actor>(this), pid = w.pid, k, node = ctx_->node] {
+    auto stack = capture_stack(pid, std::chrono::seconds{5});
+    ::kill(pid, k.signal);
+    rank_stack out{k.epoch, k.rank, node, {}, {}};
+    if (stack)
+      out.stack = std::move(*stack);
+    else
+      out.error = stack.error().message();
+    caf::anon_send(self, std::move(out));
+  }).detach();
+}
+
 void agent_actor::tick() {
   flush_progress();
   ensure_standby();
   if (ctx_->supervisor->peer())
-    to_supervisor(node_heartbeat{ctx_->node, ++heartbeat_seq_, standby_ && standby_->peer});
+    to_supervisor(node_heartbeat{ctx_->node, ++heartbeat_seq_, standby_ && standby_->peer, positions()});
   const auto now = ctx_->time->now();
   // A tick long after the last one: this process was not running (paused, or the machine was);
   // the workers' silence in the meantime says nothing about them.

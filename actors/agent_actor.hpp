@@ -42,6 +42,8 @@ class agent_actor : public caf::event_based_actor {
     std::uint32_t world = 0;
     clock::time_point last_heartbeat;
     bool reported_unresponsive = false;
+    /// Where it was in its collectives at its latest heartbeat, in that heartbeat's epoch.
+    std::optional<worker_heartbeat> position;
     /// Killed on purpose (no longer assigned, or the job ended): its exit is not a failure.
     bool retiring = false;
     /// The user's program (job.command) rather than a rekindle worker. Until it joins through the
@@ -78,6 +80,11 @@ class agent_actor : public caf::event_based_actor {
   std::int32_t start_program(std::optional<std::uint32_t> local_index);
   void assign_worker(worker& w);
   void stop_worker(worker& w, int signal, const std::string& why);
+  /// The positions of the node's ranks in the current epoch, for the heartbeat.
+  [[nodiscard]] std::vector<rank_position> positions() const;
+  /// Takes the stack of a rank declared hung or unresponsive (off the actor's thread, bounded in
+  /// time), then kills it, and sends the stack to the supervisor.
+  void kill_hung(const worker& w, const kill_request& k);
   /// node_hello to the supervisor, then what the node holds and the progress not yet reported.
   void say_hello();
   template <class T>

@@ -15,7 +15,7 @@ std::string_view to_string(drill_kind k) noexcept {
 
 namespace {
 
-using wire_types = type_list<node_hello, node_heartbeat, rank_assignment, assign_ranks, abort_epoch, rank_ready,
+using wire_types = type_list<node_hello, rank_position, node_heartbeat, rank_stack, rank_assignment, assign_ranks, abort_epoch, rank_ready,
                             restore_source, start_training, rank_exited, rank_completed, rank_trouble, progress_report, progress_batch,
                             rank_restored, snapshot_held, holdings_reported, replica_pull, replica_changes, leader_seen, introduce_yourself, snapshot_dropped, snapshot_committed, restore_failed, kill_request, fail_node, job_finished, worker_hello, worker_activate, worker_heartbeat,
                             worker_assignment, snapshot_taken, snapshot_skipped, replica_header, state_request, state_reply, persist_request,
@@ -25,6 +25,11 @@ using wire_types = type_list<node_hello, node_heartbeat, rank_assignment, assign
 bool known(copy_kind k) { return static_cast<std::uint8_t>(k) < copy_kinds; }
 bool known(drill_kind k) { return static_cast<std::uint8_t>(k) < drill_kinds; }
 bool known(errc c) { return c >= errc::invalid_argument && c <= errc::internal; }
+// More ranks than any node runs (ranks_per_node is at most 1024).
+constexpr std::size_t max_positions_per_heartbeat = 4096;
+
+bool known(collective_kind k) { return static_cast<std::uint8_t>(k) < collective_kinds; }
+bool known(collective_phase p) { return static_cast<std::uint8_t>(p) < collective_phases; }
 
 // The enum fields of each message type that has any; every other type has none to check.
 template <class T>
@@ -42,6 +47,12 @@ bool fields_known(const state_request& x) { return known(x.kind); }
 bool fields_known(const drill_request& x) { return known(x.kind); }
 bool fields_known(const admin_drill& x) { return known(x.kind); }
 bool fields_known(const admin_reply& x) { return x.ok || known(x.code); }
+bool fields_known(const rank_position& x) { return known(x.kind) && known(x.phase); }
+bool fields_known(const node_heartbeat& x) {
+  return x.positions.size() <= max_positions_per_heartbeat &&
+         std::all_of(x.positions.begin(), x.positions.end(), [](const rank_position& p) { return fields_known(p); });
+}
+bool fields_known(const worker_heartbeat& x) { return known(x.kind) && known(x.phase); }
 
 template <class T>
 bool known_if(const caf::message& msg, bool& ok) {

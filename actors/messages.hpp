@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/collective_position.hpp"
 #include "common/error.hpp"
 #include "common/ids.hpp"
 #include "policy/snapshot_custody.hpp"
@@ -44,12 +45,38 @@ struct node_hello {
   epoch_t epoch;
 };
 
+/// Where a rank is in its collectives (common/collective_position.hpp), as the wire carries it.
+struct rank_position {
+  rank_id rank;
+  epoch_t epoch;
+  std::uint64_t seq = 0;
+  collective_kind kind = collective_kind::none;
+  collective_phase phase = collective_phase::idle;
+  std::int64_t for_ns = 0;
+
+  [[nodiscard]] collective_position position() const {
+    return {seq, kind, phase, std::chrono::nanoseconds{for_ns}};
+  }
+};
+
 /// An agent is alive.
 struct node_heartbeat {
   node_id node;
   std::uint64_t sequence = 0;
   /// A warm standby worker waits on the node (a failed rank there restarts without a new process).
   bool standby_ready = false;
+  /// The collective positions of the node's ranks, from their latest heartbeats.
+  std::vector<rank_position> positions;
+};
+
+/// An agent took the stack of a rank the supervisor killed as hung or unresponsive, before the kill.
+struct rank_stack {
+  epoch_t epoch;
+  rank_id rank;
+  node_id node;
+  /// The threads' stacks (eu-stack's output, at most 64 KiB), or empty with `error` saying why.
+  std::string stack;
+  std::string error;
 };
 
 /// One rank an agent must run in an epoch.
@@ -326,9 +353,15 @@ struct worker_activate {
   std::uint32_t local_index = 0;
 };
 
-/// A worker is alive (sent from its actor, not its training thread).
+/// A worker is alive (sent from its actor, not its training thread), and where its training
+/// thread is in its collectives.
 struct worker_heartbeat {
   std::uint32_t local_index = 0;
+  epoch_t epoch;
+  std::uint64_t seq = 0;
+  collective_kind kind = collective_kind::none;
+  collective_phase phase = collective_phase::idle;
+  std::int64_t for_ns = 0;
 };
 
 /// The agent tells a worker its rank in an epoch.
@@ -433,7 +466,9 @@ RK_INSPECT(replica_pull, x.id, x.source, x.next, x.copying, x.copied)
 RK_INSPECT(replica_changes, x.id, x.reset, x.batches, x.source, x.next, x.copying, x.copied)
 RK_INSPECT(leader_seen, x.term, x.node, x.address)
 RK_INSPECT(introduce_yourself, x.term)
-RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready)
+RK_INSPECT(rank_position, x.rank, x.epoch, x.seq, x.kind, x.phase, x.for_ns)
+RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready, x.positions)
+RK_INSPECT(rank_stack, x.epoch, x.rank, x.node, x.stack, x.error)
 RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
 RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address, x.rank0_host)
 RK_INSPECT(abort_epoch, x.epoch)
@@ -460,7 +495,7 @@ RK_INSPECT(fail_node, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
 RK_INSPECT(worker_hello, x.pid, x.local_index, x.standby)
 RK_INSPECT(worker_activate, x.local_index)
-RK_INSPECT(worker_heartbeat, x.local_index)
+RK_INSPECT(worker_heartbeat, x.local_index, x.epoch, x.seq, x.kind, x.phase, x.for_ns)
 RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world, x.bootstrap)
 RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum, x.dropped)
 RK_INSPECT(snapshot_skipped, x.epoch, x.rank, x.local_index, x.step, x.pinned, x.waiting)

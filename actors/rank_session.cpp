@@ -55,7 +55,14 @@ class session_actor : public caf::event_based_actor {
     send(this, tick_atom::value);
     return {
         [this](tick_atom) {
-          s_->to_agent(worker_heartbeat{s_->ctx_.local_index.value_or(~0u)});
+          const auto at = s_->collectives.now();
+          std::uint64_t epoch = 0;
+          {
+            std::lock_guard lock{s_->mutex_};
+            epoch = s_->assigned_epoch_;
+          }
+          s_->to_agent(worker_heartbeat{s_->ctx_.local_index.value_or(~0u), epoch_t{epoch}, at.seq, at.kind, at.phase,
+                                        at.for_how_long.count()});
           delayed_send(this, s_->ctx_.spec.timeouts.heartbeat, tick_atom::value);
         },
         [this](const envelope&, const worker_activate& a) { s_->push(a); },
@@ -175,6 +182,7 @@ void rank_session::enter(const worker_assignment& a) {
     std::lock_guard lock{mutex_};
     assigned_epoch_ = a.epoch.value();
   }
+  collectives.reset();
   ctx_.bridge->set_epoch(a.epoch);
 }
 

@@ -21,6 +21,7 @@
 #include "actors/messages.hpp"
 #include "config/spec.hpp"
 #include "storage/snapshot_slot.hpp"
+#include "transport/collective_tracker.hpp"
 
 namespace rekindle::actors {
 
@@ -163,6 +164,10 @@ class rank_session {
                                                 std::optional<restore_source>& failed);
   /// True while the bytes of `read` are still the state it found (check after using them).
   [[nodiscard]] status still_valid(const state_read& read, step_t step) const;
+
+  /// Where the rank's training thread is in this epoch's collectives (enter resets it); the actor
+  /// sends it with every heartbeat.
+  transport::collective_tracker collectives;
 
   /// Fault drills (drill_request), set by the actor, read by the rank's thread before each step.
   std::atomic<bool> hang{false};

@@ -163,7 +163,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       rs.local_index = sp->slot.local_index;
       rs.restarts = policy_.restarts_of(sp->slot.rank);
     } else if (auto* kr = std::get_if<kill_rank>(&action)) {
-      killed_as_[kr->rank.value()] = "hung: the supervisor killed it";
+      killed_as_.emplace(kr->rank.value(), "hung: the supervisor killed it");
       to_agent(kr->node, kill_request{policy_.epoch(), kr->rank, kr->signal, "hung"});
     } else if (auto* se = std::get_if<start_epoch>(&action)) {
       storage::membership m;
@@ -238,7 +238,12 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       if (auto c = store_->record_restart(rr->rank); !c)
         spdlog::error("the restart of rank {} could not be recorded: {}", rr->rank.value(), c.error().message());
     } else if (auto* ne = std::get_if<note_event>(&action)) {
-      event(ne->kind, ne->detail, ne->rank, ne->node);
+      event(ne->kind, ne->detail, ne->rank, ne->node, ne->fields);
+      // A hung rank's recovery names what the verdict found (the kill_rank that follows keeps it).
+      if (ne->kind == "rank_hung" && ne->rank)
+        for (const auto& [k, v] : ne->fields)
+          if (k == "verdict")
+            killed_as_[ne->rank->value()] = "hung (" + v + "): the supervisor killed it";
       // A node the policy found silent (its own timer, before the messenger's) is a recovery
       // too when its ranks move: opened here, before the epoch it starts.
       if (ne->kind == "node_lost" && ne->node && starts_epoch) {
@@ -383,6 +388,8 @@ caf::behavior supervisor_actor::make_behavior() {
       [this](const envelope&, const node_heartbeat& h) {
         policy_.on_heartbeat(h.node);
         standby_ready_[h.node.value()] = h.standby_ready;
+        for (const auto& p : h.positions)
+          policy_.on_position(p.rank, p.epoch, p.position());
       },
       // Fenced messages (rank_ready, rank_restored, progress, rank_trouble) of older epochs never
       // arrive here: the bridge drops them.
@@ -463,6 +470,14 @@ caf::behavior supervisor_actor::make_behavior() {
         } else {
           execute(policy_.on_collective_error(t.rank, t.epoch, t.detail));
         }
+      },
+      [this](const envelope&, const rank_stack& s) {
+        if (s.error.empty())
+          event("rank_stack", "the stack of rank " + std::to_string(s.rank.value()) + ", taken before it was killed",
+                s.rank, s.node, {{"stack", s.stack}});
+        else
+          event("rank_stack", "the stack of rank " + std::to_string(s.rank.value()) + " could not be taken: " + s.error,
+                s.rank, s.node);
       },
       [this](const envelope&, const shard_persisted& p) { on_shard_persisted(p); },
       [this](const envelope&, const holdings_reported& h) {

@@ -69,12 +69,14 @@ status worker_runtime::restore(const start_training& start, training::training_t
 void worker_runtime::train(const start_training& start) {
   worker_assignment a;
   transport::ring_communicator* comm = nullptr;
+  transport::communicator* tracked = nullptr;
   {
     std::lock_guard lock{mutex_};
     if (!assignment_ || assignment_->epoch != start.epoch || !comm_)
       return;
     a = *assignment_;
     comm = comm_.get();
+    tracked = tracked_.get();
   }
   // The data plane's rendezvous.
   std::vector<std::vector<std::byte>> addresses;
@@ -95,14 +97,14 @@ void worker_runtime::train(const start_training& start) {
   // warm and only the communicator changes. Otherwise a new one, uninitialised when a state will
   // be imported into it anyway.
   const auto task_start = clock_type::now();
-  if (task_ && (start.restore_step.value() == 0 || !task_->rebind(*comm).ok()))
+  if (task_ && (start.restore_step.value() == 0 || !task_->rebind(*tracked).ok()))
     task_.reset();  // back to step 0 means the seed's initialisation: a new task
   if (!task_) {
     training::task_options options;
     options.device = device_for(ctx_.spec, ctx_.node, *ctx_.local_index);
     options.initialize = start.restore_step.value() == 0;
     auto made = training::make_training_task(ctx_.spec, static_cast<int>(a.rank.value()), static_cast<int>(a.world),
-                                             *comm, options);
+                                             *tracked, options);
     if (!made) {
       spdlog::error("worker cannot build its training task: {}", made.error().message());
       session_.to_agent(rank_trouble{a.epoch, a.rank, ctx_.node, false, made.error().message()});
@@ -264,6 +266,7 @@ int worker_runtime::run() {
     if (auto* f = std::get_if<session_end>(&c)) {
       spdlog::info("worker ends: job {}", f->state);
       std::lock_guard lock{mutex_};
+      tracked_.reset();
       comm_.reset();
       return session_.exit_status();
     }
@@ -287,6 +290,7 @@ int worker_runtime::run() {
       {
         // The previous epoch's communicator goes first: its links wind down on the shared worker.
         std::lock_guard lock{mutex_};
+        tracked_.reset();
         comm_.reset();
       }
       auto comm = transport::ring_communicator::create(ring_, static_cast<int>(a->rank.value()), static_cast<int>(a->world),
@@ -300,6 +304,7 @@ int worker_runtime::run() {
       {
         std::lock_guard lock{mutex_};
         comm_ = std::move(*comm);
+        tracked_ = std::make_unique<transport::tracked_communicator>(*comm_, session_.collectives);
         assignment_ = *a;
       }
       session_.enter(*a);

@@ -60,6 +60,8 @@ class worker_runtime {
 
   std::mutex mutex_;
   std::unique_ptr<transport::ring_communicator> comm_;
+  /// comm_ as the training task sees it: every call recorded in session_.collectives.
+  std::unique_ptr<transport::tracked_communicator> tracked_;
   std::optional<worker_assignment> assignment_;
   /// What a standby's pre-built task is bound to until activation.
   std::unique_ptr<transport::communicator> standby_comm_;

@@ -1,6 +1,7 @@
 #include "common/process.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -48,9 +49,16 @@ expected<pid_t> spawn_child(const std::vector<std::string>& argv, const child_op
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
       _exit(127);
+    // Where Yama restricts ptrace to ancestors, a sibling started by the parent (eu-stack taking
+    // a hung rank's stack) may trace this child too.
+    (void)prctl(PR_SET_PTRACER, parent, 0, 0, 0);
     if (fd >= 0) {
       dup2(fd, 1);
       dup2(fd, 2);
+    }
+    if (options.output_fd >= 0) {
+      dup2(options.output_fd, 1);
+      dup2(options.output_fd, 2);
     }
     // Nothing of the parent's leaks into the child: UCX opens its sockets without close-on-exec,
     // and a child holding a daemon's listening socket would keep its port after the daemon died.
@@ -98,6 +106,79 @@ expected<std::filesystem::path> find_program(const std::string& name, const std:
     begin = end + 1;
   }
   return status{errc::not_found, "program '" + name + "' is not on PATH (" + dirs + ")"};
+}
+
+expected<std::string> run_for_output(const std::vector<std::string>& argv, std::chrono::nanoseconds timeout,
+                                     std::size_t max_bytes, bool any_exit_status) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return status{errc::io_error, std::string{"pipe failed: "} + std::strerror(errno)};
+  child_options o;
+  o.output_fd = fds[1];
+  auto pid = spawn_child(argv, o);
+  ::close(fds[1]);
+  if (!pid) {
+    ::close(fds[0]);
+    return pid.error();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string out;
+  bool timed_out = false;
+  char buf[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1000)));
+    if (ready < 0 && errno != EINTR)
+      break;
+    if (ready <= 0)
+      continue;
+    const auto n = ::read(fds[0], buf, sizeof buf);
+    if (n == 0)
+      break;  // the program closed its output: it ended
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EINTR)
+        continue;
+      break;
+    }
+    out.append(buf, static_cast<std::size_t>(std::min<std::size_t>(static_cast<std::size_t>(n), max_bytes - out.size())));
+    if (out.size() >= max_bytes)
+      break;
+  }
+  ::close(fds[0]);
+  int st = 0;
+  if (timed_out || out.size() >= max_bytes) {
+    ::kill(-*pid, SIGKILL);
+    ::kill(*pid, SIGKILL);
+  }
+  // A daemon's reaper may take the child first (waitpid(-1)): its status is then unknown here.
+  pid_t got = -1;
+  while ((got = ::waitpid(*pid, &st, 0)) < 0 && errno == EINTR) {
+  }
+  const std::string name = std::filesystem::path{argv[0]}.filename().string();
+  if (timed_out)
+    return status{errc::timeout, name + " did not finish within " + std::to_string(timeout.count() / 1000000) + " ms"};
+  if (!any_exit_status && got == *pid && out.size() < max_bytes && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    return status{errc::unavailable, name + " failed (" +
+                                    (WIFEXITED(st) ? "exit status " + std::to_string(WEXITSTATUS(st))
+                                                   : "signal " + std::to_string(WTERMSIG(st))) +
+                                    "): " + out.substr(0, 500)};
+  return out;
+}
+
+expected<std::string> capture_stack(pid_t pid, std::chrono::nanoseconds timeout) {
+  auto program = find_program("eu-stack", {});
+  if (!program)
+    return status{errc::not_found, "eu-stack is not installed (Debian package elfutils)"};
+  auto out = run_for_output({program->string(), "-n", "64", "-p", std::to_string(pid)}, timeout, 64 * 1024, true);
+  if (out && out->find("TID ") == std::string::npos)
+    return status{errc::unavailable, "eu-stack could not read process " + std::to_string(pid) + ": " +
+                                         out->substr(0, std::min<std::size_t>(out->size(), 500))};
+  return out;
 }
 
 void kill_child_group(pid_t pid) noexcept {

@@ -2,6 +2,8 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -19,6 +21,8 @@ struct child_options {
   std::vector<std::pair<std::string, std::string>> env;
   /// The child's working directory; empty: this process's.
   std::filesystem::path workdir;
+  /// A descriptor the child's stdout and stderr go to instead (a pipe's write end); -1: none.
+  int output_fd = -1;
 };
 
 /// The program `name` names, as execv needs it: with a '/', that file (relative to `workdir`);
@@ -34,6 +38,20 @@ struct child_options {
 /// executed exits with status 127.
 /// REQUIRES: !argv.empty(); called from the thread that will outlive the child.
 [[nodiscard]] expected<pid_t> spawn_child(const std::vector<std::string>& argv, const child_options& options = {});
+
+/// Runs `argv` to its end and returns what it wrote to stdout and stderr, at most `max_bytes` (the
+/// rest is dropped and the program killed). Errors: those of spawn_child; timeout when it runs
+/// longer than `timeout` (it is killed); unavailable when it exits with a status other than 0 (its
+/// output in the message), unless `any_exit_status`.
+[[nodiscard]] expected<std::string> run_for_output(const std::vector<std::string>& argv,
+                                                   std::chrono::nanoseconds timeout, std::size_t max_bytes,
+                                                   bool any_exit_status = false);
+
+/// The stacks of every thread of process `pid`, as eu-stack (Debian's elfutils) prints them, at
+/// most 64 KiB; a thread it could not unwind all the way keeps the frames it found. Errors:
+/// not_found when eu-stack is not installed; unavailable with eu-stack's reason when it read no
+/// thread (no such process, or one this process may not trace); timeout.
+[[nodiscard]] expected<std::string> capture_stack(pid_t pid, std::chrono::nanoseconds timeout);
 
 /// SIGKILLs the process group of a child started by spawn_child and reaps the child. Does
 /// nothing for pid <= 0.

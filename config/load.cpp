@@ -603,6 +603,11 @@ void read_timeouts(context& ctx, const toml::table& root, spec& s) {
     r.error(r.has("hang") ? "hang" : "heartbeat",
             "hang (" + duration_to_string(t.hang) + ") must be longer than heartbeat (" +
                 duration_to_string(t.heartbeat) + ")");
+  if (t.rendezvous <= t.node)
+    r.error(r.has("rendezvous") ? "rendezvous" : "node",
+            "rendezvous (" + duration_to_string(t.rendezvous) + ") must be longer than node (" +
+                duration_to_string(t.node) + ") so a node lost during a rendezvous is found lost, and its ranks "
+                "moved, before the rendezvous gives up on them");
 }
 
 void read_recovery(context& ctx, const toml::table& root, spec& s) {

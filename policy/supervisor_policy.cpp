@@ -5,6 +5,7 @@
 #include "common/check.hpp"
 #include "common/text.hpp"
 #include "config/spec.hpp"
+#include "policy/hang_verdict.hpp"
 
 namespace rekindle::policy {
 
@@ -402,6 +403,26 @@ std::vector<policy_action> supervisor_policy::on_progress(rank_id r, epoch_t e, 
   return out;
 }
 
+void supervisor_policy::on_position(rank_id r, epoch_t e, const collective_position& at) {
+  if (e != epoch_)
+    return;
+  auto it = ranks_.find(r);
+  if (it == ranks_.end())
+    return;
+  it->second.position = at;
+  it->second.position_epoch = e;
+}
+
+note_event supervisor_policy::hung_note(const rank_slot& s, const std::string& why) {
+  std::vector<rank_report> reports;
+  for (const auto& slot : placement_) {
+    const auto& r = ranks_[slot.rank];
+    reports.push_back({slot.rank, r.position_epoch == epoch_ ? r.position : std::nullopt});
+  }
+  const auto verdict = judge_hang(reports, s.rank);
+  return note_event{"rank_hung", why + ": killing it. " + verdict.text, s.rank, s.node, verdict.fields()};
+}
+
 std::vector<policy_action> supervisor_policy::on_rank_completed(rank_id r, epoch_t e) {
   std::vector<policy_action> out;
   if (e != epoch_ || state_ != job_state::running || !ranks_.contains(r))
@@ -466,19 +487,15 @@ std::vector<policy_action> supervisor_policy::on_tick() {
         continue;
       const auto silent = now - r.last_progress;
       if (blame && !collective_waiters_.empty() && silent > config_.collective_timeout + margin) {
-        out.push_back(note_event{"rank_hung",
-                                 "rank " + std::to_string(s.rank.value()) + " made no progress for " +
-                                     format_duration(silent) + " and reported nothing while " +
-                                     std::to_string(collective_waiters_.size()) +
-                                     " rank(s) timed out waiting for it in a collective: killing it",
-                                 s.rank, s.node});
+        out.push_back(hung_note(s, "rank " + std::to_string(s.rank.value()) + " made no progress for " +
+                                       format_duration(silent) + " and reported nothing while " +
+                                       std::to_string(collective_waiters_.size()) +
+                                       " rank(s) timed out waiting for it in a collective"));
         out.push_back(kill_rank{s.rank, s.node, 9});
         r.last_progress = now;  // its exit drives the recovery; do not kill it twice
       } else if (silent > hung_after) {
-        out.push_back(note_event{"rank_hung",
-                                 "rank " + std::to_string(s.rank.value()) + " made no progress for " +
-                                     format_duration(silent) + ": killing it",
-                                 s.rank, s.node});
+        out.push_back(hung_note(s, "rank " + std::to_string(s.rank.value()) + " made no progress for " +
+                                       format_duration(silent)));
         out.push_back(kill_rank{s.rank, s.node, 9});
         r.last_progress = now;  // its exit drives the recovery; do not kill it twice
       }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/collective_position.hpp"
 #include "common/ids.hpp"
 #include "config/fwd.hpp"
 #include "policy/snapshot_registry.hpp"
@@ -135,6 +136,8 @@ struct note_event {
   std::string detail;
   std::optional<rank_id> rank;
   std::optional<node_id> node;
+  /// Named values stored with the event (a hang's verdict: the collective, who waited, who not).
+  std::vector<std::pair<std::string, std::string>> fields;
 };
 
 using policy_action = std::variant<persist_epoch, abort_ranks, assign_buddies, spawn_rank, kill_rank, start_epoch,
@@ -214,6 +217,9 @@ class supervisor_policy {
   std::vector<policy_action> on_collective_error(rank_id r, epoch_t e, const std::string& why);
   /// A rank finished a step.
   std::vector<policy_action> on_progress(rank_id r, epoch_t e, step_t s);
+  /// Rank r of epoch e reported where it is in its collectives (with its node's heartbeat): what a
+  /// hang's verdict is built from.
+  void on_position(rank_id r, epoch_t e, const collective_position& at);
   /// Periodic: finds hung ranks, lost nodes and overdue rendezvous (3).
   std::vector<policy_action> on_tick();
 
@@ -274,6 +280,9 @@ class supervisor_policy {
     /// the restart back-off grows with (a crash loop waits longer, a failure after hours of
     /// training does not).
     std::uint32_t quick_failures = 0;
+    /// The latest collective position reported in epoch position_epoch.
+    std::optional<collective_position> position;
+    epoch_t position_epoch;
   };
   struct node_state {
     bool up = false;
@@ -283,6 +292,8 @@ class supervisor_policy {
     clock::time_point last_heartbeat;
   };
 
+  // The note of rank r declared hung, `why`, with the verdict of every rank's collective position.
+  note_event hung_note(const rank_slot& s, const std::string& why);
   // Starts epoch e+1 with `placement`, respawning `respawn` (with back-off) and restoring the
   // state of `restore_world` ranks.
   void new_epoch(std::vector<policy_action>& out, std::vector<rank_slot> placement, const std::set<rank_id>& respawn,

@@ -335,6 +335,28 @@ int show_loss(const connection_options& o, int width, int height) {
   return 0;
 }
 
+}  // namespace
+
+std::optional<std::vector<nlohmann::json>> read_event_log(const connection_options& o, admin_session* session, int& code) {
+  std::vector<nlohmann::json> out;
+  for (std::uint64_t since = 0;;) {
+    const auto r = call(o, actors::admin_events{0, since}, session);
+    if (r.code != 0) {
+      code = r.code;
+      return std::nullopt;
+    }
+    const auto page = nlohmann::json::parse(r.json);
+    for (const auto& e : page) {
+      since = std::max<std::uint64_t>(since, e.value("seq", 0));
+      out.push_back(e);
+    }
+    if (page.size() < 1000)
+      return out;
+  }
+}
+
+namespace {
+
 // events --export-trace FILE: what happened to the job, as a trace the simulator and replay read.
 int export_trace(const connection_options& o, const std::string& file) {
   admin_session session;
@@ -342,13 +364,12 @@ int export_trace(const connection_options& o, const std::string& file) {
   const auto job = status_of(o, &session, code);
   if (!job)
     return code;
+  const auto events = read_event_log(o, &session, code);
+  if (!events)
+    return code;
   std::vector<trace::logged_event> log;
-  for (std::uint64_t since = 0;;) {
-    const auto r = call(o, actors::admin_events{0, since}, &session);
-    if (r.code != 0)
-      return r.code;
-    const auto page = nlohmann::json::parse(r.json);
-    for (const auto& e : page) {
+  {
+    for (const auto& e : *events) {
       trace::logged_event le;
       le.unix_s = e.value("unix_s", 0.0);
       le.kind = e.value("kind", "");
@@ -360,11 +381,8 @@ int export_trace(const connection_options& o, const std::string& file) {
       for (const auto& [k, v] : fields.items())
         if (v.is_string())
           le.fields[k] = v.get<std::string>();
-      since = std::max<std::uint64_t>(since, e.value("seq", 0));
       log.push_back(std::move(le));
     }
-    if (page.size() < 1000)
-      break;
   }
   trace::trace_header h;
   h.source = "rekindle event log of job " + job->job;

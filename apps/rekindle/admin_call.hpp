@@ -1,6 +1,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <memory>
@@ -67,6 +68,10 @@ call_result call(const connection_options& o, const Request& request, admin_sess
   return call_with(
       o, [&](actors::admin_client& client) { return client.call(request, std::chrono::seconds{30}); }, session);
 }
+
+/// The whole event log, oldest first, as the supervisor lists it (pages of 1000), or nullopt after
+/// saying on stderr why not (`code` set to the exit status).
+std::optional<std::vector<nlohmann::json>> read_event_log(const connection_options& o, admin_session* session, int& code);
 
 /// The job's status, or nullopt after saying on stderr why there is none (`code` set to the exit
 /// status).

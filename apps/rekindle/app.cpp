@@ -18,6 +18,7 @@ std::unique_ptr<CLI::App> make_app(int& exit_code) {
   add_checkpoint_commands(*app, exit_code);
   add_trace_commands(*app);
   add_replay_command(*app, exit_code);
+  add_diagnose_commands(*app, exit_code);
   add_shell_command(*app, exit_code);
   return app;
 }

@@ -60,6 +60,9 @@ void add_checkpoint_commands(CLI::App& app, int& exit_code);
 /// `rekindle replay FILE [--speed X] [--yes]`: a failure trace injected into the running job.
 void add_replay_command(CLI::App& app, int& exit_code);
 
+/// `rekindle diagnose hang [--all] [--stack] [--json]`: the verdicts of the supervisor's detectors.
+void add_diagnose_commands(CLI::App& app, int& exit_code);
+
 /// `rekindle checkpoint now`: the running job writes a checkpoint at its next anchor.
 void add_checkpoint_now_command(CLI::App* checkpoint, int& exit_code);
 

@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "actors/messages.hpp"
+#include "common/process.hpp"
 #include "storage/snapshot_slot.hpp"
 #include "tests/support/cluster.hpp"
 #include "tests/support/faults.hpp"
@@ -161,11 +163,33 @@ TEST(recovery, a_hung_rank_is_found_by_its_silence_and_only_it_restarts_with_the
   const auto r = c.admin({"hang", "rank", "1", "--yes"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rank 1 hangs"), std::string::npos) << r.out;
+  // The verdict: rank 1 never entered the collective the others waited in; its stack was taken
+  // before the kill (the agent sends it once eu-stack is done).
+  testing::process_result d;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    d = c.admin({"diagnose", "hang", "--stack"});
+    if (d.out.find("stack, taken before the kill") != std::string::npos || d.out.find("could not be taken") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("hang of rank 1 on n"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("rank 1 never entered collective #"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("waiting in it: 0,2,3; never entered it: 1"), std::string::npos) << d.out;
+  if (find_program("eu-stack", {})) {
+    EXPECT_NE(d.out.find("stack, taken before the kill"), std::string::npos) << d.out;
+    // The training thread, stopped by the drill in the worker's training loop.
+    EXPECT_NE(d.out.find("worker_runtime::train"), std::string::npos) << d.out;
+  } else {
+    EXPECT_NE(d.out.find("eu-stack is not installed"), std::string::npos) << d.out;
+  }
   const auto report = c.wait_done(240s);
   expect_recovered(c, report, 1);
   const auto& rec = report["recoveries"][0];
   EXPECT_EQ(rec["rank"], 1) << rec.dump();
-  EXPECT_NE(rec["cause"].get<std::string>().find("hung"), std::string::npos) << rec.dump();
+  EXPECT_NE(rec["cause"].get<std::string>().find("hung (rank 1 never entered collective #"), std::string::npos)
+      << rec.dump();
   // Found by its silence well before the 20 s hang timeout: collective timeout 5 s + 5 s margin.
   EXPECT_LT(rec["detect_s"].get<double>(), 19.0) << rec.dump() << c.log("n0");
   // Only the stuck rank was killed; the ranks that waited for it kept their processes.

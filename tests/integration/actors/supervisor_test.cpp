@@ -59,7 +59,7 @@ persist_every = 0
 heartbeat = "100ms"
 node = "60s"
 hang = "300s"
-rendezvous = "60s"
+rendezvous = "120s"
 collective = "60s"
 
 [recovery]

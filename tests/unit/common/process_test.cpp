@@ -101,5 +101,46 @@ TEST(process, an_unwritable_log_is_an_error_naming_it) {
   EXPECT_NE(pid.error().message().find("/nonexistent/dir/child.log"), std::string::npos);
 }
 
+TEST(process, run_for_output_returns_what_the_program_wrote_and_bounds_time_and_size) {
+  auto out = run_for_output({"/bin/sh", "-c", "echo to-stdout; echo to-stderr >&2"}, 20s, 1024);
+  ASSERT_TRUE(out.has_value()) << out.error();
+  EXPECT_EQ(*out, "to-stdout\nto-stderr\n");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  out = run_for_output({"/bin/sleep", "100"}, 200ms, 1024);
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error().code(), errc::timeout);
+  EXPECT_NE(out.error().message().find("sleep did not finish within 200 ms"), std::string::npos) << out.error();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+
+  out = run_for_output({"/usr/bin/yes"}, 20s, 1000);
+  ASSERT_TRUE(out.has_value()) << out.error();
+  EXPECT_EQ(out->size(), 1000u);
+
+  out = run_for_output({"/bin/sh", "-c", "echo broken; exit 3"}, 20s, 1024);
+  ASSERT_FALSE(out.has_value());
+  EXPECT_EQ(out.error().code(), errc::unavailable);
+  EXPECT_NE(out.error().message().find("sh failed (exit status 3): broken"), std::string::npos) << out.error();
+}
+
+TEST(process, capture_stack_shows_where_a_process_waits) {
+  if (!find_program("eu-stack", {}))
+    GTEST_SKIP() << "eu-stack is not installed (Debian package elfutils; scripts/setup-deps installs it)";
+  auto pid = spawn_child({"/bin/sleep", "60"});
+  ASSERT_TRUE(pid.has_value());
+  std::this_thread::sleep_for(100ms);  // past exec
+  auto stack = capture_stack(*pid, 20s);
+  kill_child_group(*pid);
+  ASSERT_TRUE(stack.has_value()) << stack.error();
+  EXPECT_NE(stack->find("PID " + std::to_string(*pid)), std::string::npos) << *stack;
+  EXPECT_NE(stack->find("TID"), std::string::npos) << *stack;
+  EXPECT_NE(stack->find("#0"), std::string::npos) << *stack;
+
+  auto gone = capture_stack(999999999, 20s);
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_EQ(gone.error().code(), errc::unavailable);
+  EXPECT_NE(gone.error().message().find("eu-stack could not read process 999999999"), std::string::npos) << gone.error();
+}
+
 }  // namespace
 }  // namespace rekindle

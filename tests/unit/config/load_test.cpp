@@ -201,6 +201,11 @@ TEST(config, cross_field_rules) {
   e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeouts]\nheartbeat = \"1s\"\nnode = \"1500ms\"\n"));
   EXPECT_EQ(e.field, "timeouts.node");
   EXPECT_NE(e.message.find("at least twice heartbeat (1s)"), std::string::npos);
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeouts]\nnode = \"30s\"\nrendezvous = \"20s\"\n"));
+  EXPECT_EQ(e.field, "timeouts.rendezvous");
+  EXPECT_NE(e.message.find("rendezvous (20s) must be longer than node (30s)"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeouts]\nnode = \"40s\"\n"));
+  EXPECT_EQ(e.field, "timeouts.node") << "the field the file set is the one named";
   e = only_error(parse_in(dir, "[cluster]\nranks_per_node = 8\n" + std::string{two_nodes} + "\n[job]\nglobal_batch = 8\nmicro_batch = 1\n"));
   EXPECT_EQ(e.field, "job.global_batch");
   EXPECT_NE(e.message.find("fewer than the 16 ranks"), std::string::npos);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "policy/supervisor_policy.hpp"
 #include "tests/support/actions.hpp"
 #include "tests/support/policy.hpp"
@@ -443,6 +445,42 @@ TEST(supervisor_policy, the_silent_rank_its_peers_wait_for_is_the_one_killed_as_
   EXPECT_EQ(kills[0].rank, rank_id{2});
   EXPECT_EQ(p.state(), job_state::running);  // its exit starts the recovery
   EXPECT_TRUE(tick(1s).empty());              // and it is not killed twice
+}
+
+TEST(supervisor_policy, a_hung_ranks_event_names_the_collective_and_who_never_entered_it) {
+  fake_clock clock;
+  auto config = two_nodes();
+  config.collective_timeout = 3s;
+  supervisor_policy p{config, clock};
+  (void)start_job(p, 2);
+  for (std::uint32_t r = 0; r < 4; ++r)
+    (void)p.on_progress(rank_id{r}, p.epoch(), step_t{1});
+  // Rank 2 finished collective 6 and computes; the others entered 7 and time out in it.
+  for (std::uint32_t r : {0u, 1u, 3u})
+    p.on_position(rank_id{r}, p.epoch(), {7, collective_kind::allreduce, collective_phase::failed, 1s});
+  p.on_position(rank_id{2}, p.epoch(), {6, collective_kind::allreduce, collective_phase::done, 4s});
+  // A position of an older epoch is not this one's.
+  p.on_position(rank_id{2}, epoch_t{p.epoch().value() - 1}, {9, collective_kind::barrier, collective_phase::inside, 1s});
+  for (std::uint32_t r : {0u, 1u, 3u})
+    (void)p.on_collective_error(rank_id{r}, p.epoch(), "collective #7 did not complete within 3000 ms");
+  std::vector<note_event> hung;
+  for (int i = 0; i < 10 && hung.empty(); ++i) {
+    clock.advance(1s);
+    p.on_heartbeat(node_id{0});
+    p.on_heartbeat(node_id{1});
+    for (auto& n : all_of<note_event>(p.on_tick()))
+      if (n.kind == "rank_hung")
+        hung.push_back(n);
+  }
+  ASSERT_EQ(hung.size(), 1u);
+  EXPECT_EQ(hung[0].rank, rank_id{2});
+  EXPECT_NE(hung[0].detail.find("rank 2 never entered collective #7 (allreduce)"), std::string::npos) << hung[0].detail;
+  EXPECT_NE(hung[0].detail.find("ranks 0, 1, 3 waited in collective #7"), std::string::npos) << hung[0].detail;
+  const std::map<std::string, std::string> fields(hung[0].fields.begin(), hung[0].fields.end());
+  EXPECT_EQ(fields.at("collective"), "7");
+  EXPECT_EQ(fields.at("waiting"), "0,1,3");
+  EXPECT_EQ(fields.at("missing"), "2");
+  EXPECT_EQ(fields.at("unknown"), "");
 }
 
 TEST(supervisor_policy, no_rank_counts_as_hung_before_its_peers_collectives_could_time_out) {

@@ -1,0 +1,43 @@
+#pragma once
+
+// Which ranks a hang holds up, and which one holds them: built from the collective positions the
+// ranks report in their heartbeats when the supervisor declares a rank hung.
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/collective_position.hpp"
+#include "common/ids.hpp"
+
+namespace rekindle::policy {
+
+/// One rank of the placement with the latest position it reported in the current epoch.
+struct rank_report {
+  rank_id rank;
+  std::optional<collective_position> at;
+};
+
+struct hang_verdict {
+  /// The collective the ranks wait (or failed) in; 0 when no rank waits in one.
+  std::uint64_t seq = 0;
+  collective_kind kind = collective_kind::none;
+  /// Ranks inside collective `seq`, or whose collective `seq` failed: they wait for the others.
+  std::vector<rank_id> waiting;
+  /// Ranks that never entered collective `seq`: the ones the others wait for.
+  std::vector<rank_id> missing;
+  /// Ranks that reported no position this epoch.
+  std::vector<rank_id> unknown;
+  /// One sentence for the event log, naming the stuck rank's own position.
+  std::string text;
+
+  /// The verdict as event fields: collective, collective_kind, waiting, missing, unknown (rank lists
+  /// "0,1,3"), verdict (the text).
+  [[nodiscard]] std::vector<std::pair<std::string, std::string>> fields() const;
+};
+
+/// The verdict for `stuck`, the rank declared hung, among `ranks`.
+hang_verdict judge_hang(const std::vector<rank_report>& ranks, rank_id stuck);
+
+}  // namespace rekindle::policy

@@ -1,0 +1,64 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "policy/hang_verdict.hpp"
+
+namespace rekindle::policy {
+namespace {
+
+using namespace std::chrono_literals;
+
+collective_position at(std::uint64_t seq, collective_phase phase, std::chrono::nanoseconds d = 1s,
+                       collective_kind k = collective_kind::allreduce) {
+  return {seq, k, phase, d};
+}
+
+TEST(hang_verdict, the_rank_that_never_entered_the_collective_is_named_against_those_waiting_in_it) {
+  const std::vector<rank_report> ranks = {{rank_id{0}, at(12, collective_phase::inside, 6s)},
+                                          {rank_id{1}, at(11, collective_phase::done, 7s)},
+                                          {rank_id{2}, at(12, collective_phase::failed)},
+                                          {rank_id{3}, std::nullopt}};
+  const auto v = judge_hang(ranks, rank_id{1});
+  EXPECT_EQ(v.seq, 12u);
+  EXPECT_EQ(v.kind, collective_kind::allreduce);
+  EXPECT_EQ(v.waiting, (std::vector<rank_id>{rank_id{0}, rank_id{2}}));
+  EXPECT_EQ(v.missing, (std::vector<rank_id>{rank_id{1}}));
+  EXPECT_EQ(v.unknown, (std::vector<rank_id>{rank_id{3}}));
+  EXPECT_EQ(v.text,
+            "rank 1 never entered collective #12 (allreduce): its last was #11 (done for 7.00 s); ranks 0, 2 waited in "
+            "collective #12 (allreduce), rank 1 never entered it; no position from rank 3");
+  const auto fv = v.fields();
+  const std::map<std::string, std::string> f(fv.begin(), fv.end());
+  EXPECT_EQ(f.at("waiting"), "0,2");
+  EXPECT_EQ(f.at("missing"), "1");
+  EXPECT_EQ(f.at("unknown"), "3");
+  EXPECT_EQ(f.at("collective_kind"), "allreduce");
+}
+
+TEST(hang_verdict, a_rank_stuck_inside_a_collective_is_said_to_be_inside) {
+  const std::vector<rank_report> ranks = {{rank_id{0}, at(3, collective_phase::inside, 20s, collective_kind::barrier)},
+                                          {rank_id{1}, at(3, collective_phase::inside, 20s, collective_kind::barrier)}};
+  const auto v = judge_hang(ranks, rank_id{0});
+  EXPECT_TRUE(v.missing.empty());
+  EXPECT_EQ(v.waiting.size(), 2u);
+  EXPECT_EQ(v.text.rfind("rank 0 is inside collective #3 (barrier) for 20.00 s", 0), 0u) << v.text;
+}
+
+TEST(hang_verdict, without_a_collective_to_wait_in_it_says_so) {
+  const std::vector<rank_report> idle = {{rank_id{0}, at(0, collective_phase::idle)}, {rank_id{1}, std::nullopt}};
+  auto v = judge_hang(idle, rank_id{0});
+  EXPECT_EQ(v.seq, 0u);
+  EXPECT_EQ(v.text, "rank 0 entered no collective this epoch; no position from rank 1");
+  v = judge_hang(idle, rank_id{1});
+  EXPECT_EQ(v.text.rfind("rank 1 reported no collective position", 0), 0u) << v.text;
+  const std::vector<rank_report> computing = {{rank_id{0}, at(5, collective_phase::done, 2s)},
+                                              {rank_id{1}, at(5, collective_phase::done, 2s)}};
+  v = judge_hang(computing, rank_id{1});
+  EXPECT_EQ(v.text, "rank 1 left collective #5 (allreduce) 2.00 s before and no rank waits in a collective");
+  EXPECT_TRUE(v.waiting.empty());
+  EXPECT_TRUE(v.missing.empty());
+}
+
+}  // namespace
+}  // namespace rekindle::policy
