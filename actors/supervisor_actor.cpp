@@ -166,6 +166,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       killed_as_.emplace(kr->rank.value(), "hung: the supervisor killed it");
       to_agent(kr->node, kill_request{policy_.epoch(), kr->rank, kr->signal, "hung"});
     } else if (auto* se = std::get_if<start_epoch>(&action)) {
+      stragglers_.restart();  // new shares, new ranks: each window starts again
       storage::membership m;
       m.epoch = se->epoch;
       start_training st;
@@ -415,6 +416,7 @@ caf::behavior supervisor_actor::make_behavior() {
           s.compute_ns = p.compute_ns;
           s.state = "training";
           measure_speed(p);
+          score_straggler(p);
           if (p.snapshot_ns > 0)
             s.snapshot_ns = p.snapshot_ns;
           // Every rank reports the same loss (it is all-reduced); rank 0's counts, another's fills a
@@ -433,6 +435,7 @@ caf::behavior supervisor_actor::make_behavior() {
           recoveries_.on_reached(p.step.value());
           execute(policy_.on_progress(p.rank, p.epoch, p.step));
         }
+        check_stragglers();
         if (recoveries_.recovering() && policy_.state() != job_state::rendezvous && !ranks_.empty()) {
           std::uint64_t slowest = ~std::uint64_t{0};
           for (const auto& slot : policy_.placement())

@@ -12,6 +12,7 @@
 #include "actors/node_context.hpp"
 #include "policy/checkpoint_coordinator.hpp"
 #include "policy/recovery_meter.hpp"
+#include "policy/straggler_detector.hpp"
 #include "policy/supervisor_policy.hpp"
 #include "storage/state_store.hpp"
 
@@ -145,6 +146,11 @@ class supervisor_actor : public caf::event_based_actor {
   /// Measured compute speed of each device slot (node, local index): micro-batches per second,
   /// smoothed over its recent steps.
   std::map<std::pair<std::uint32_t, std::uint32_t>, double> slot_speed_;
+  /// Scores each rank's compute per micro-batch against the others' (straggler events).
+  policy::straggler_detector stragglers_;
+  /// Feeds a report to stragglers_; after a batch, check_stragglers logs what changed.
+  void score_straggler(const progress_report& p);
+  void check_stragglers();
 
   node_context* ctx_;
   std::int64_t term_ = 0;

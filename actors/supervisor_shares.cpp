@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "actors/supervisor_actor.hpp"
+#include "common/text.hpp"
 #include "planner/micro_batches.hpp"
 #include "training/training_task.hpp"
 
@@ -33,6 +34,36 @@ void supervisor_actor::measure_speed(const progress_report& p) {
   const double speed = static_cast<double>(count) * 1e9 / static_cast<double>(p.compute_ns);
   auto& v = slot_speed_[{it->second.node, it->second.local_index}];
   v = v > 0 ? 0.9 * v + 0.1 * speed : speed;
+}
+
+void supervisor_actor::score_straggler(const progress_report& p) {
+  if (p.compute_ns <= 0 || p.rank.value() >= shares_.size() || shares_[p.rank.value()] == 0)
+    return;
+  stragglers_.add(p.rank, std::chrono::nanoseconds{p.compute_ns / shares_[p.rank.value()]});
+}
+
+void supervisor_actor::check_stragglers() {
+  for (const auto& f : stragglers_.evaluate()) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2f", f.ratio);
+    const auto it = ranks_.find(f.rank);
+    const std::optional<node_id> node = it != ranks_.end() ? std::optional{node_id{it->second.node}} : std::nullopt;
+    const auto figures = format_duration(f.rank_median) + " a micro-batch against the fleet's median " +
+                         format_duration(f.fleet_median) + ", medians over each rank's last steps";
+    std::vector<std::pair<std::string, std::string>> fields{
+        {"ratio", ratio},
+        {"rank_ns", std::to_string(f.rank_median.count())},
+        {"fleet_ns", std::to_string(f.fleet_median.count())},
+        {"cause", "compute"}};
+    if (f.straggler)
+      event("straggler", "rank " + std::to_string(f.rank.value()) + " computes " + ratio + "x as long as the others (" +
+                             figures + "): its compute, not its link",
+            f.rank, node, std::move(fields));
+    else
+      event("straggler_cleared", "rank " + std::to_string(f.rank.value()) + " computes at the others' pace again (" +
+                                     figures + ")",
+            f.rank, node, std::move(fields));
+  }
 }
 
 expected<std::vector<std::uint32_t>> supervisor_actor::plan_shares(const std::vector<rank_slot>& placement,

@@ -1,6 +1,7 @@
-// rekindle diagnose hang: what the supervisor found when it declared a rank hung.
+// rekindle diagnose hang|stragglers: what the supervisor's detectors found, from the event log.
 
 #include <iostream>
+#include <map>
 #include <optional>
 #include <memory>
 #include <string>
@@ -109,6 +110,44 @@ int diagnose_hang(const connection_options& o, bool all, bool with_stack) {
   return 0;
 }
 
+// diagnose stragglers: every straggler verdict of the job, and the ranks flagged now.
+int diagnose_stragglers(const connection_options& o) {
+  int code = 0;
+  const auto events = read_event_log(o, nullptr, code);
+  if (!events)
+    return code;
+  std::vector<nlohmann::json> found;
+  std::map<std::uint32_t, bool> flagged;
+  for (const auto& e : *events) {
+    const auto kind = e.value("kind", "");
+    if ((kind == "straggler" || kind == "straggler_cleared") && e.contains("rank")) {
+      found.push_back(e);
+      flagged[e["rank"].get<std::uint32_t>()] = kind == "straggler";
+    }
+  }
+  std::string now;
+  for (const auto& [r, f] : flagged)
+    if (f)
+      now += (now.empty() ? "" : ", ") + std::to_string(r);
+  if (o.json) {
+    auto ranks = nlohmann::json::array();
+    for (const auto& [r, f] : flagged)
+      if (f)
+        ranks.push_back(r);
+    std::cout << nlohmann::json{{"events", found}, {"flagged", ranks}}.dump(2) << "\n";
+    return 0;
+  }
+  if (found.empty()) {
+    std::cout << "no straggler in this job (" << events->size() << " events)\n";
+    return 0;
+  }
+  std::cout << "stragglers now: " << (now.empty() ? "none" : "rank " + now) << "\n";
+  for (const auto& e : found)
+    std::cout << "  " << e.value("time", "") << "  " << (e.value("kind", "") == "straggler" ? "flagged " : "cleared ")
+              << e.value("detail", "") << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void add_diagnose_commands(CLI::App& app, int& exit_code) {
@@ -125,6 +164,12 @@ void add_diagnose_commands(CLI::App& app, int& exit_code) {
   cmd->add_flag("--all", *all, "Every hang of the job, oldest first");
   cmd->add_flag("--stack", *stack, "Print the stack too (every thread of the hung process)");
   cmd->callback([o, all, stack, &exit_code] { exit_code = diagnose_hang(*o, *all, *stack); });
+  auto so = std::make_shared<connection_options>();
+  auto* stragglers = diagnose->add_subcommand(
+      "stragglers", "Ranks that computed slower than the others (each rank's median time a micro-batch over its last "
+                    "20 steps against the median of all ranks, flagged at 1.25x), when flagged and cleared");
+  add_connection_options(stragglers, *so);
+  stragglers->callback([so, &exit_code] { exit_code = diagnose_stragglers(*so); });
 }
 
 }  // namespace rekindle::apps

@@ -258,9 +258,27 @@ TEST(cluster, slow_drill_loss_chart_and_read_only_tokens) {
                                                                  compute_ratio() > 5; },
                          60s))
       << "rank 1 computes 20 times as long: " << c.status()["ranks"].dump();
+  // The straggler detector names it, as compute, within its window of steps; and clears it.
+  const auto stragglers = [&](const char* want) {
+    testing::process_result d;
+    const auto deadline = std::chrono::steady_clock::now() + 90s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      d = c.admin({"diagnose", "stragglers"});
+      if (d.out.find(want) != std::string::npos)
+        break;
+      std::this_thread::sleep_for(500ms);
+    }
+    return d;
+  };
+  auto d = stragglers("stragglers now: rank 1");
+  EXPECT_NE(d.out.find("stragglers now: rank 1\n"), std::string::npos) << d.out << d.err;
+  EXPECT_NE(d.out.find("flagged rank 1 computes"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("its compute, not its link"), std::string::npos) << d.out;
   r = c.admin({"slow", "rank", "1", "1", "--yes"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("normal speed"), std::string::npos) << r.out;
+  d = stragglers("stragglers now: none");
+  EXPECT_NE(d.out.find("cleared rank 1 computes at the others' pace again"), std::string::npos) << d.out << d.err;
   s = c.status();
   EXPECT_EQ(s["recoveries"].size(), 0u) << "a slow rank is not a failure";
 

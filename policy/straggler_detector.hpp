@@ -1,0 +1,65 @@
+#pragma once
+
+// Which rank computes slower than the others, scored from the compute time of each step it
+// reports: robust to noise (each rank's median over a window of steps, against the median of all
+// ranks' medians), flagged once the window is full and the ratio stays above a threshold.
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "common/ids.hpp"
+
+namespace rekindle::policy {
+
+struct straggler_options {
+  /// Steps in each rank's window; a rank is scored once its window is full.
+  std::size_t window = 20;
+  /// A rank whose median is at least this many times the fleet's is a straggler.
+  double threshold = 1.25;
+  /// A straggler is cleared once its ratio falls below threshold × this (hysteresis).
+  double clear_fraction = 0.9;
+};
+
+class straggler_detector {
+ public:
+  explicit straggler_detector(straggler_options o = {}) : options_(o) {}
+
+  /// A new epoch: every window starts empty; flags stay (a slow node stays slow).
+  void restart();
+  /// Rank r's compute time for one micro-batch in its latest step.
+  void add(rank_id r, std::chrono::nanoseconds per_micro_batch);
+  /// Forgets rank r (it left the job).
+  void forget(rank_id r);
+
+  struct finding {
+    rank_id rank;
+    /// True: newly flagged a straggler; false: no longer one.
+    bool straggler = false;
+    double ratio = 0;
+    std::chrono::nanoseconds rank_median{0};
+    std::chrono::nanoseconds fleet_median{0};
+  };
+  /// Scores every rank with a full window; returns the changes since the last call. Needs at least
+  /// three scored ranks (with two, neither is the odd one out).
+  std::vector<finding> evaluate();
+
+  [[nodiscard]] bool flagged(rank_id r) const;
+  /// The latest ratio of rank r, once scored.
+  [[nodiscard]] std::optional<double> ratio(rank_id r) const;
+
+ private:
+  struct rank_window {
+    std::vector<std::int64_t> samples;  // a ring of `window`
+    std::size_t next = 0;
+    bool full = false;
+    bool flagged = false;
+    std::optional<double> ratio;
+  };
+  straggler_options options_;
+  std::map<rank_id, rank_window> ranks_;
+};
+
+}  // namespace rekindle::policy
