@@ -1,5 +1,7 @@
 #include "actors/agent_actor.hpp"
 
+#include "actors/node_check.hpp"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -98,6 +100,11 @@ void agent_actor::on_supervisor_up(transport::peer_id peer) {
 void agent_actor::say_hello() {
   to_supervisor(node_hello{ctx_->node, ctx_->node_name(), ctx_->address, static_cast<std::uint32_t>(getpid()),
                            reached_step_, std::max(epoch_, ctx_->bridge->epoch())});
+  if (check_) {
+    auto again = *check_;
+    again.id = 0;
+    to_supervisor(again);
+  }
   flush_progress();  // what the ranks did while no supervisor heard
   caf::anon_send(checkpoint_, connect_atom::value);  // re-report what it holds
 }
@@ -107,6 +114,8 @@ caf::behavior agent_actor::make_behavior() {
   ctx_->bridge->watch_peers(this);
   send(this, connect_atom::value);
   delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
+  if (ctx_->spec.checks.preflight)
+    start_node_check(0, 1.0);
   return {
       [this](connect_atom) { connect_to_supervisor(); },
       [this](connect_atom, transport::peer_id peer) { on_supervisor_up(peer); },
@@ -251,6 +260,19 @@ caf::behavior agent_actor::make_behavior() {
       // The node's checkpoint actor pins it in the slots and replicas (the workers only write).
       [this](const envelope&, const snapshot_committed& c) { caf::anon_send(checkpoint_, c); },
       [this](const envelope&, const persist_request& p) { caf::anon_send(checkpoint_, p); },
+      [this](const envelope&, const node_check_request& r) {
+        start_node_check(r.id, std::clamp(r.slow_factor, 1.0, 100.0));
+      },
+      [this](const node_check_report& r) {
+        // From the check's thread.
+        spdlog::info("node check of {}: compute {:.2f} GFLOP/s, memory {:.2f} GB/s, disk {:.1f} MB/s (fsync {:.1f} ms), "
+                     "{} GPU(s){}",
+                     ctx_->node_name(), r.gemm_gflops, r.memory_gbps, r.disk_mbps, r.fsync_ms, r.gpus,
+                     r.error.empty() ? "" : "; " + r.error);
+        check_ = r;
+        if (ctx_->supervisor->peer())
+          to_supervisor(r);
+      },
       [this](const envelope&, const kill_request& k) {
         if (auto* w = by_rank(k.rank)) {
           spdlog::warn("agent kills rank={} pid={} signal={} reason=\"{}\"", k.rank.value(), w->pid, k.signal, k.reason);
@@ -610,6 +632,16 @@ void agent_actor::kill_hung(const worker& w, const kill_request& k) {
     else
       out.error = stack.error().message();
     caf::anon_send(self, std::move(out));
+  }).detach();
+}
+
+void agent_actor::start_node_check(std::uint64_t id, double slow_factor) {
+  auto options = node_check_options_of(ctx_->spec, ctx_->node.value());
+  options.slow_factor = slow_factor;
+  std::thread([self = caf::actor_cast<caf::actor>(this), options, id, node = ctx_->node] {
+    const auto f = check_node(options);
+    caf::anon_send(self, node_check_report{node, id, f.gemm_gflops, f.memory_gbps, f.disk_mbps, f.fsync_ms, f.gpus,
+                                           f.gpus_expected, f.gpu_detail, f.error});
   }).detach();
 }
 

@@ -85,6 +85,9 @@ class agent_actor : public caf::event_based_actor {
   /// Takes the stack of a rank declared hung or unresponsive (off the actor's thread, bounded in
   /// time), then kills it, and sends the stack to the supervisor.
   void kill_hung(const worker& w, const kill_request& k);
+  /// Measures the node (actors/node_check) off the actor's thread; the report comes back to this
+  /// actor, which keeps it and sends it to the supervisor. `id` 0: the check at start.
+  void start_node_check(std::uint64_t id, double slow_factor);
   /// node_hello to the supervisor, then what the node holds and the progress not yet reported.
   void say_hello();
   template <class T>
@@ -127,6 +130,8 @@ class agent_actor : public caf::event_based_actor {
   /// The furthest step a rank of this node reported in the current epoch (sent in node_hello).
   std::uint64_t reached_step_ = 0;
   clock::time_point started_at_;
+  /// The node's latest check (sent after every hello), once one has finished.
+  std::optional<node_check_report> check_;
 };
 
 }  // namespace rekindle::actors

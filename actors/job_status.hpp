@@ -48,6 +48,10 @@ struct node_status {
   bool up = false;
   /// A warm standby worker waits there.
   bool standby_ready = false;
+  /// Its latest pre-flight check: "passed", "quarantined", or "" before its first.
+  std::string check;
+  /// The check's figures, or what failed with the figures.
+  std::string check_detail;
 };
 
 struct rank_status_view {
@@ -121,7 +125,7 @@ struct job_status {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(checkpoint_status, directory, persist_every, last_step, writing_step,
                                                 error)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(node_status, name, up, standby_ready)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(node_status, name, up, standby_ready, check, check_detail)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(rank_status_view, rank, node, pid, state, step, step_time_s,
                                                 compute_time_s, micro_batches, speed, snapshot_stall_s, last_snapshot,
                                                 restarts)

@@ -69,6 +69,28 @@ struct node_heartbeat {
   std::vector<rank_position> positions;
 };
 
+/// The supervisor asks an agent to check its node again (`rekindle check`); `id` comes back in the
+/// report. `slow_factor` > 1 is a drill: each measurement does that many times its work.
+struct node_check_request {
+  std::uint64_t id = 0;
+  double slow_factor = 1.0;
+};
+
+/// What a node's check measured (policy::node_figures), sent after the agent's hello (the check
+/// it made when its daemon started) and in answer to a node_check_request (`id`; 0: unasked).
+struct node_check_report {
+  node_id node;
+  std::uint64_t id = 0;
+  double gemm_gflops = 0;
+  double memory_gbps = 0;
+  double disk_mbps = 0;
+  double fsync_ms = 0;
+  std::int32_t gpus = 0;
+  std::int32_t gpus_expected = 0;
+  std::string gpu_detail;
+  std::string error;
+};
+
 /// An agent took the stack of a rank the supervisor killed as hung or unresponsive, before the kill.
 struct rank_stack {
   epoch_t epoch;
@@ -469,6 +491,9 @@ RK_INSPECT(introduce_yourself, x.term)
 RK_INSPECT(rank_position, x.rank, x.epoch, x.seq, x.kind, x.phase, x.for_ns)
 RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready, x.positions)
 RK_INSPECT(rank_stack, x.epoch, x.rank, x.node, x.stack, x.error)
+RK_INSPECT(node_check_request, x.id, x.slow_factor)
+RK_INSPECT(node_check_report, x.node, x.id, x.gemm_gflops, x.memory_gbps, x.disk_mbps, x.fsync_ms, x.gpus, x.gpus_expected,
+           x.gpu_detail, x.error)
 RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
 RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address, x.rank0_host)
 RK_INSPECT(abort_epoch, x.epoch)
@@ -614,6 +639,18 @@ struct admin_checkpoint_now {
   std::uint64_t id = 0;
 };
 
+/// Run the node check again on the named nodes (all when empty) and answer with every node's figures
+/// and verdict, once they have all reported (or after 60 s). A node that fails is quarantined; a
+/// quarantined one that passes is released. `slow_factor` > 1 is a drill on the named nodes: their
+/// measurements do that much more work, as on slower hardware (1 to 100).
+struct admin_check {
+  static constexpr std::string_view command = "check";
+  static constexpr bool changes_job = true;
+  std::uint64_t id = 0;
+  std::vector<std::string> nodes;
+  double slow_factor = 1.0;
+};
+
 /// Stop the job; every rank ends, state is kept.
 struct admin_stop {
   static constexpr std::string_view command = "stop";
@@ -637,7 +674,7 @@ template <class... Ts>
 struct type_list {};
 using admin_requests = type_list<admin_status, admin_loss, admin_events, admin_kill, admin_drill, admin_fail_node,
                                  admin_partition, admin_pause, admin_drain, admin_scale, admin_rebalance,
-                                 admin_checkpoint_now, admin_stop>;
+                                 admin_checkpoint_now, admin_stop, admin_check>;
 
 RK_INSPECT(admin_status, x.id, x.full)
 RK_INSPECT(admin_loss, x.id, x.points)
@@ -652,6 +689,7 @@ RK_INSPECT(admin_scale, x.id, x.ranks)
 RK_INSPECT(admin_rebalance, x.id, x.how)
 RK_INSPECT(admin_checkpoint_now, x.id)
 RK_INSPECT(admin_stop, x.id, x.reason)
+RK_INSPECT(admin_check, x.id, x.nodes, x.slow_factor)
 RK_INSPECT(admin_reply, x.id, x.ok, x.code, x.text, x.json)
 
 // ---- within one process ---------------------------------------------------------------------------

@@ -43,6 +43,7 @@ std::uint64_t config_hash(const config::spec& s) {
 supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store,
                                    std::int64_t term)
     : caf::event_based_actor(cfg),
+      stragglers_(policy::straggler_options{ctx->spec.stragglers.window, ctx->spec.stragglers.threshold, 0.9}),
       ctx_(ctx),
       term_(term),
       store_(std::move(store)),
@@ -331,6 +332,8 @@ caf::behavior supervisor_actor::make_behavior() {
               policy_.on_heartbeat(node_id{n});
         }
         last_tick_ = now;
+        if (pending_check_ && now >= pending_check_->deadline)
+          finish_check(true);
         if (!finished_)
           execute(policy_.on_tick());
         write_status(finished_);
@@ -386,6 +389,7 @@ caf::behavior supervisor_actor::make_behavior() {
                            replica_changes{p.id, chunk->reset, std::move(chunk->batches), chunk->next.source,
                                            chunk->next.next, chunk->next.copying, chunk->next.copied});
       },
+      [this](const envelope&, const node_check_report& r) { on_node_check(r); },
       [this](const envelope&, const node_heartbeat& h) {
         policy_.on_heartbeat(h.node);
         standby_ready_[h.node.value()] = h.standby_ready;
@@ -550,7 +554,11 @@ std::string supervisor_actor::status_json(bool full) const {
   for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n) {
     const auto it = standby_ready_.find(n);
     const bool up = policy_.node_up(node_id{n});
-    j.nodes.push_back({ctx_->spec.nodes[n].name, up, up && it != standby_ready_.end() && it->second});
+    j.nodes.push_back({ctx_->spec.nodes[n].name, up, up && it != standby_ready_.end() && it->second, "", ""});
+    if (const auto verdict = policy_.check_of(node_id{n})) {
+      j.nodes.back().check = verdict->passed ? "passed" : "quarantined";
+      j.nodes.back().check_detail = verdict->detail;
+    }
   }
   j.balance = ctx_->spec.job.balance;
   j.micro_batches = shares_;

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,28 @@ class supervisor_actor : public caf::event_based_actor {
   admin_reply on_admin(const admin_rebalance& r);
   admin_reply on_admin(const admin_checkpoint_now& r);
   admin_reply on_admin(const admin_stop& r);
+  /// `check` is answered once the nodes asked have reported (on_node_check) or after 60 s
+  /// (finish_check_if_due): a refusal now, or nullopt when the answer follows.
+  std::optional<admin_reply> start_check(const envelope& from, const admin_check& r);
+  /// A node's check: to the policy (quarantine), and to the pending `check` request.
+  void on_node_check(const node_check_report& r);
+  /// Answers the pending `check` request when every node has reported, or with what came when
+  /// `timed_out`.
+  void finish_check(bool timed_out);
+  /// The latest check of each node (by node index), as reported.
+  std::map<std::uint32_t, node_check_report> node_checks_;
+  /// The operator's `check` waiting for its nodes' reports.
+  struct pending_check {
+    transport::peer_id peer;
+    std::string actor;
+    std::uint64_t request = 0;
+    std::uint64_t id = 0;
+    std::set<std::uint32_t> waiting;
+    std::vector<std::uint32_t> nodes;
+    clock::time_point deadline;
+  };
+  std::optional<pending_check> pending_check_;
+  std::uint64_t next_check_id_ = 0;
   /// The node of that name, or invalid_argument naming the ones that come close.
   [[nodiscard]] expected<node_id> node_named(const std::string& name) const;
   /// The slot of `rank`, or invalid_argument when it is not in the job's placement.
@@ -151,6 +174,9 @@ class supervisor_actor : public caf::event_based_actor {
   /// Feeds a report to stragglers_; after a batch, check_stragglers logs what changed.
   void score_straggler(const progress_report& p);
   void check_stragglers();
+  /// What stragglers.action says to do about a rank newly flagged (`why`: the event's text).
+  void act_on_straggler(rank_id rank, std::optional<node_id> node, const std::string& why,
+                        const std::vector<std::pair<std::string, std::string>>& fields);
 
   node_context* ctx_;
   std::int64_t term_ = 0;

@@ -5,9 +5,12 @@
 #include <signal.h>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <ctime>
+#include <set>
+#include <sstream>
 
 #include "actors/supervisor_actor.hpp"
 #include "common/text.hpp"
@@ -45,10 +48,18 @@ template <class... Requests>
 caf::message_handler supervisor_actor::admin_handlers(type_list<Requests...>) {
   return caf::message_handler{[this](const envelope& from, const Requests& r) {
     const bool read_only = from.role != static_cast<std::uint8_t>(transport::peer_role::admin);
-    auto reply = Requests::changes_job && read_only
-                     ? refused(errc::permission_denied,
-                               "'" + std::string{Requests::command} + "' changes the job; this token is read-only")
-                     : on_admin(r);
+    admin_reply reply;
+    if (Requests::changes_job && read_only) {
+      reply = refused(errc::permission_denied,
+                      "'" + std::string{Requests::command} + "' changes the job; this token is read-only");
+    } else if constexpr (std::is_same_v<Requests, admin_check>) {
+      auto now = start_check(from, r);
+      if (!now)
+        return;  // answered when the nodes have reported
+      reply = std::move(*now);
+    } else {
+      reply = on_admin(r);
+    }
     reply.id = r.id;
     ctx_->bridge->send(from.peer, "supervisor", from.actor, reply);
   }...};
@@ -304,6 +315,140 @@ admin_reply supervisor_actor::on_admin(const admin_checkpoint_now&) {
 admin_reply supervisor_actor::on_admin(const admin_stop& r) {
   execute(policy_.stop(r.reason.empty() ? "stopped by an operator" : r.reason.substr(0, 200)));
   return answered("job stopped");
+}
+
+// ---- check: the pre-flight node check again, on an operator's request ------------------------------
+
+namespace {
+
+constexpr auto check_deadline = std::chrono::seconds{60};
+
+std::string figure_text(double v, int decimals) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<admin_reply> supervisor_actor::start_check(const envelope& from, const admin_check& r) {
+  if (pending_check_)
+    return refused(errc::failed_precondition, "check: a check is already running; try again when it has answered");
+  if (!(r.slow_factor >= 1.0 && r.slow_factor <= 100.0))
+    return refused(errc::invalid_argument,
+                   "check: the drill's FACTOR is a number from 1 to 100, not " + factor_text(r.slow_factor));
+  if (r.nodes.size() > ctx_->spec.nodes.size())
+    return refused(errc::invalid_argument, "check: " + std::to_string(r.nodes.size()) + " nodes named; the cluster has " +
+                                               std::to_string(ctx_->spec.nodes.size()));
+  std::set<std::uint32_t> named;
+  for (const auto& name : r.nodes) {
+    auto n = node_named(name);
+    if (!n)
+      return refused(errc::invalid_argument, "check: " + n.error().message());
+    named.insert(n->value());
+  }
+  if (named.empty() && r.slow_factor != 1.0)
+    return refused(errc::invalid_argument, "check: a drill names its nodes (--nodes)");
+  pending_check p;
+  p.peer = from.peer;
+  p.actor = from.actor;
+  p.request = r.id;
+  p.id = ++next_check_id_;
+  p.deadline = ctx_->time->now() + check_deadline;
+  std::string down;
+  for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n) {
+    if (!named.empty() && !named.contains(n))
+      continue;
+    if (!agents_.contains(node_id{n})) {
+      if (!named.empty())
+        down += (down.empty() ? "" : ", ") + ctx_->spec.nodes[n].name;
+      continue;
+    }
+    p.nodes.push_back(n);
+    p.waiting.insert(n);
+  }
+  if (!down.empty())
+    return refused(errc::failed_precondition, "check: not connected: " + down);
+  if (p.nodes.empty())
+    return refused(errc::failed_precondition, "check: no node is connected");
+  for (const auto n : p.nodes)
+    to_agent(node_id{n}, node_check_request{p.id, named.empty() ? 1.0 : r.slow_factor});
+  spdlog::info("check {}: asking {} node(s){}", p.id, p.nodes.size(),
+               r.slow_factor > 1.0 ? " (drill: " + factor_text(r.slow_factor) + "x the work)" : "");
+  pending_check_ = std::move(p);
+  return std::nullopt;
+}
+
+void supervisor_actor::on_node_check(const node_check_report& r) {
+  if (r.node.value() >= ctx_->spec.nodes.size())
+    return;
+  node_checks_[r.node.value()] = r;
+  policy::node_figures f;
+  f.gemm_gflops = r.gemm_gflops;
+  f.memory_gbps = r.memory_gbps;
+  f.disk_mbps = r.disk_mbps;
+  f.fsync_ms = r.fsync_ms;
+  f.gpus = r.gpus;
+  f.gpus_expected = r.gpus_expected;
+  f.gpu_detail = r.gpu_detail;
+  f.error = r.error;
+  if (!finished_)
+    execute(policy_.on_node_checked(r.node, f));
+  if (pending_check_ && r.id == pending_check_->id) {
+    pending_check_->waiting.erase(r.node.value());
+    if (pending_check_->waiting.empty())
+      finish_check(false);
+  }
+}
+
+void supervisor_actor::finish_check(bool timed_out) {
+  if (!pending_check_)
+    return;
+  const auto p = std::move(*pending_check_);
+  pending_check_.reset();
+  std::ostringstream text;
+  text << "node  compute GFLOP/s  memory GB/s  disk MB/s  fsync ms  GPUs  verdict\n";
+  json nodes = json::array();
+  std::string missing;
+  std::size_t failed = 0;
+  for (const auto n : p.nodes) {
+    const auto& name = ctx_->spec.nodes[n].name;
+    const auto it = node_checks_.find(n);
+    if (p.waiting.contains(n) || it == node_checks_.end()) {
+      missing += (missing.empty() ? "" : ", ") + name;
+      text << name << "  (no report within " << check_deadline.count() << " s)\n";
+      continue;
+    }
+    const auto& c = it->second;
+    const auto verdict = policy_.check_of(node_id{n});
+    const bool passed = verdict && verdict->passed;
+    failed += passed ? 0 : 1;
+    const auto pad = [](std::string v, std::size_t w) { return v.size() >= w ? v + " " : v + std::string(w - v.size(), ' '); };
+    text << pad(name, 6) << pad(figure_text(c.gemm_gflops, 2), 17) << pad(figure_text(c.memory_gbps, 2), 13)
+         << pad(figure_text(c.disk_mbps, 1), 11) << pad(figure_text(c.fsync_ms, 1), 10)
+         << pad(std::to_string(c.gpus) + (c.gpus_expected > 0 ? "/" + std::to_string(c.gpus_expected) : ""), 6)
+         << (passed ? "passed" : "QUARANTINED: " + (verdict ? verdict->detail : c.error)) << "\n";
+    nodes.push_back({{"node", name},
+                     {"gemm_gflops", c.gemm_gflops},
+                     {"memory_gbps", c.memory_gbps},
+                     {"disk_mbps", c.disk_mbps},
+                     {"fsync_ms", c.fsync_ms},
+                     {"gpus", c.gpus},
+                     {"gpus_expected", c.gpus_expected},
+                     {"passed", passed},
+                     {"check", verdict ? verdict->check : std::string{}},
+                     {"detail", verdict ? verdict->detail : c.error}});
+  }
+  if (failed > 0)
+    text << failed << " node(s) quarantined: not placed, not used as spares, until a check passes\n";
+  if (timed_out)
+    text << "no report from " << missing << "\n";
+  json j{{"nodes", nodes}, {"quarantined", failed}};
+  if (!missing.empty())
+    j["missing"] = missing;
+  auto reply = answered(text.str(), j.dump());
+  reply.id = p.request;
+  ctx_->bridge->send(p.peer, "supervisor", p.actor, reply);
 }
 
 }  // namespace rekindle::actors

@@ -55,15 +55,49 @@ void supervisor_actor::check_stragglers() {
         {"rank_ns", std::to_string(f.rank_median.count())},
         {"fleet_ns", std::to_string(f.fleet_median.count())},
         {"cause", "compute"}};
-    if (f.straggler)
-      event("straggler", "rank " + std::to_string(f.rank.value()) + " computes " + ratio + "x as long as the others (" +
-                             figures + "): its compute, not its link",
-            f.rank, node, std::move(fields));
-    else
+    if (f.straggler) {
+      const auto why = "rank " + std::to_string(f.rank.value()) + " computes " + ratio + "x as long as the others (" +
+                       figures + ")";
+      event("straggler", why + ": its compute, not its link", f.rank, node, fields);
+      act_on_straggler(f.rank, node, why, fields);
+    } else
       event("straggler_cleared", "rank " + std::to_string(f.rank.value()) + " computes at the others' pace again (" +
                                      figures + ")",
             f.rank, node, std::move(fields));
   }
+}
+
+void supervisor_actor::act_on_straggler(rank_id rank, std::optional<node_id> node, const std::string& why,
+                                        const std::vector<std::pair<std::string, std::string>>& fields) {
+  const auto& action = ctx_->spec.stragglers.action;
+  if (action == "report" || !training_now().ok())
+    return;
+  const auto who = "rank " + std::to_string(rank.value());
+  if (action == "rebalance") {
+    auto planned = plan_shares(policy_.placement(), "measured");
+    if (!planned || *planned == shares_) {
+      event("straggler_kept", who + ": the measured shares stay as they are" +
+                                  (planned ? "" : " (" + planned.error().message() + ")"),
+            rank, node);
+      return;
+    }
+    operator_shares_ = *planned;
+    const auto text = describe_shares(*planned, policy_.placement());
+    event("straggler_rebalanced", who + ": micro-batches per rank " + text, rank, node);
+    execute(policy_.restart_epoch("straggler " + who + ": micro-batches per rank " + text));
+    return;
+  }
+  // replace: its node leaves the job for a spare; without a free spare (or on the supervisor's own
+  // node, which cannot leave) it stays, reported.
+  if (!node || *node == ctx_->node || !policy_.spare_available()) {
+    event("straggler_kept",
+          who + " stays: " + (!node ? "its node is unknown"
+                              : *node == ctx_->node ? "it runs on the supervisor's node, which cannot be replaced"
+                                                    : "no free spare to replace its node"),
+          rank, node);
+    return;
+  }
+  execute(policy_.quarantine(*node, "straggler", why, fields));
 }
 
 expected<std::vector<std::uint32_t>> supervisor_actor::plan_shares(const std::vector<rank_slot>& placement,

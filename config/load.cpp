@@ -625,6 +625,28 @@ void read_recovery(context& ctx, const toml::table& root, spec& s) {
                 duration_to_string(v.backoff_max) + ")");
 }
 
+void read_checks(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "checks");
+  auto& c = s.checks;
+  c.preflight = r.boolean("preflight", c.preflight);
+  c.min_compute = r.number("min_compute", c.min_compute, 0.0, 1.0);
+  c.min_memory = r.number("min_memory", c.min_memory, 0.0, 1.0);
+  c.min_disk = r.number("min_disk", c.min_disk, 0.0, 1.0);
+  c.disk_bytes = r.size("disk_bytes", c.disk_bytes, 4096, 1ull << 30);
+  r.finish();
+}
+
+void read_stragglers(context& ctx, const toml::table& root, spec& s) {
+  auto r = reader_for(ctx, root, "stragglers");
+  auto& g = s.stragglers;
+  g.action = r.string("action", g.action);
+  g.threshold = r.number("threshold", g.threshold, 1.05, 10.0);
+  g.window = r.integer<std::uint32_t>("window", g.window, 5, 1000);
+  r.finish();
+  if (g.action != "report" && g.action != "rebalance" && g.action != "replace")
+    r.error("action", "'" + g.action + "' is not an action: report, rebalance or replace");
+}
+
 void read_security(context& ctx, const toml::table& root, spec& s) {
   auto r = reader_for(ctx, root, "security");
   auto& sec = s.security;
@@ -676,7 +698,7 @@ void read_daemon(context& ctx, const toml::table& root, spec& s) {
 }
 
 constexpr std::string_view top_tables[] = {"cluster", "nodes", "job", "model", "optimizer", "checkpoint",
-                                           "timeouts", "recovery", "security", "transport", "daemon"};
+                                           "timeouts", "recovery", "checks", "stragglers", "security", "transport", "daemon"};
 
 void check_cluster(context& ctx, const toml::table& root, spec& s) {
   table_reader r{ctx, detail::sub_table(ctx, root, "cluster", "cluster"), "cluster", "cluster", detail::file_start()};
@@ -743,6 +765,8 @@ load_result parse_impl(std::string_view text, context& ctx) {
   read_checkpoint(ctx, root, s, ckpt_dir);
   read_timeouts(ctx, root, s);
   read_recovery(ctx, root, s);
+  read_checks(ctx, root, s);
+  read_stragglers(ctx, root, s);
   read_security(ctx, root, s);
   read_transport(ctx, root, s);
   read_daemon(ctx, root, s);
@@ -910,6 +934,17 @@ std::string to_toml(const spec& s) {
     << "max_restarts = " << rc.max_restarts << "\n"
     << "backoff = " << quote(duration_to_string(rc.backoff)) << "\n"
     << "backoff_max = " << quote(duration_to_string(rc.backoff_max)) << "\n";
+  const auto& ck = s.checks;
+  o << "\n[checks]\n"
+    << "preflight = " << (ck.preflight ? "true" : "false") << "\n"
+    << "min_compute = " << toml_float(ck.min_compute) << "\n"
+    << "min_memory = " << toml_float(ck.min_memory) << "\n"
+    << "min_disk = " << toml_float(ck.min_disk) << "\n"
+    << "disk_bytes = " << quote(size_to_string(ck.disk_bytes)) << "\n";
+  o << "\n[stragglers]\n"
+    << "action = " << quote(s.stragglers.action) << "\n"
+    << "threshold = " << toml_float(s.stragglers.threshold) << "\n"
+    << "window = " << s.stragglers.window << "\n";
   o << "\n[security]\n"
     << "token_file = " << quote(s.security.token_file.string()) << "\n"
     << "readonly_token_file = " << quote(s.security.readonly_token_file.string()) << "\n";

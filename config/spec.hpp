@@ -186,6 +186,38 @@ struct recovery_spec {
   bool operator==(const recovery_spec&) const = default;
 };
 
+/// The pre-flight node check (docs/RUNTIME.md, "Pre-flight node check").
+struct checks_spec {
+  /// Every daemon measures its node when it starts (compute, memory, disk, GPUs) and the supervisor
+  /// places no node, and uses none as a spare, before it passed. Default: true.
+  bool preflight = true;
+  /// The least fraction of the fleet's median GEMM rate a node may reach. Default: 0.5.
+  double min_compute = 0.5;
+  /// The least fraction of the fleet's median memory bandwidth. Default: 0.4.
+  double min_memory = 0.4;
+  /// The least fraction of the fleet's median disk write + fsync rate. Default: 0.2.
+  double min_disk = 0.2;
+  /// Bytes written and fsynced to the checkpoint directory by the disk check. Default: 16 MiB.
+  std::uint64_t disk_bytes = 16ull << 20;
+
+  bool operator==(const checks_spec&) const = default;
+};
+
+/// What the supervisor does about a straggler (docs/RUNTIME.md, "Stragglers").
+struct stragglers_spec {
+  /// "report" (an event only), "rebalance" (new micro-batch shares from the measured speeds,
+  /// through a new epoch) or "replace" (its node is quarantined and its ranks move to a free spare;
+  /// without one, reported only). Default: "report".
+  std::string action = "report";
+  /// A rank whose median compute per micro-batch is at least this many times the fleet's is a
+  /// straggler. Default: 1.25.
+  double threshold = 1.25;
+  /// Steps in each rank's window (its median is over these). Default: 20.
+  std::uint32_t window = 20;
+
+  bool operator==(const stragglers_spec&) const = default;
+};
+
 struct security_spec {
   /// File holding the cluster (admin) token; empty disables authentication. Default: "".
   std::filesystem::path token_file;
@@ -245,6 +277,8 @@ struct spec {
   checkpoint_spec checkpoint;
   timeouts_spec timeouts;
   recovery_spec recovery;
+  checks_spec checks;
+  stragglers_spec stragglers;
   security_spec security;
   transport_spec transport;
   daemon_spec daemon;

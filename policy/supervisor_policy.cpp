@@ -43,6 +43,8 @@ policy_config policy_config_of(const config::spec& s) {
   c.backoff = s.recovery.backoff;
   c.backoff_max = s.recovery.backoff_max;
   c.reports_progress = !s.job.external();
+  c.preflight = s.checks.preflight;
+  c.screen = {s.checks.min_compute, s.checks.min_memory, s.checks.min_disk};
   return c;
 }
 
@@ -70,11 +72,16 @@ std::vector<rank_slot> supervisor_policy::initial_placement() const {
   return out;
 }
 
-std::optional<node_id> supervisor_policy::free_spare() const {
+bool supervisor_policy::placeable(std::size_t n) const {
+  const auto& node = nodes_[n];
+  return node.up && !node.drained && !(node.verdict && !node.verdict->passed) && (!config_.preflight || node.figures);
+}
+
+std::optional<node_id> supervisor_policy::free_spare(const std::vector<rank_slot>& placement) const {
   for (std::uint32_t n = 0; n < config_.nodes.size(); ++n) {
-    if (!config_.nodes[n].spare || !nodes_[n].up || nodes_[n].drained)
+    if (!config_.nodes[n].spare || !placeable(n))
       continue;
-    const bool used = std::any_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.node.value() == n; });
+    const bool used = std::any_of(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.node.value() == n; });
     if (!used)
       return node_id{n};
   }
@@ -83,7 +90,7 @@ std::optional<node_id> supervisor_policy::free_spare() const {
 
 std::vector<std::optional<node_id>> supervisor_policy::buddies() const {
   // The next usable node in node order, wrapping around: each node's replicas on another node.
-  const auto usable = [&](std::size_t n) { return nodes_[n].up && !nodes_[n].drained; };
+  const auto usable = [&](std::size_t n) { return placeable(n); };
   std::vector<std::optional<node_id>> out(nodes_.size());
   for (std::size_t n = 0; n < nodes_.size(); ++n)
     for (std::size_t k = 1; k < nodes_.size() && usable(n); ++k)
@@ -179,14 +186,109 @@ void supervisor_policy::maybe_leave_waiting(std::vector<policy_action>& out) {
     return;
   // Start once every node the placement needs is up: the initial one, or after a supervisor
   // restart the reloaded one, whose nodes must also have reported the copies they hold.
+  // With preflight, also once each has passed its check (a node that failed it is replaced, below).
   const bool restarted = !placement_.empty();
-  const auto wanted = restarted ? placement_ : initial_placement();
+  auto wanted = restarted ? placement_ : initial_placement();
   const bool ready = !wanted.empty() && std::all_of(wanted.begin(), wanted.end(), [&](const rank_slot& s) {
     const auto& node = nodes_[s.node.value()];
-    return node.up && (!restarted || node.reported);
+    return node.up && (!restarted || node.reported) && (!config_.preflight || node.figures);
   });
-  if (ready)
-    new_epoch(out, wanted, {}, restarted ? "supervisor restarted" : "all nodes up");
+  if (!ready)
+    return;
+  // Every node checked so far is judged now, against the whole fleet's figures.
+  std::set<node_id> failed;
+  for (std::size_t n = 0; n < nodes_.size(); ++n)
+    if (nodes_[n].figures && !nodes_[n].verdict && judge(out, n, false))
+      failed.insert(node_id{static_cast<std::uint32_t>(n)});
+  for (const auto n : failed) {
+    if (std::none_of(wanted.begin(), wanted.end(), [&](const rank_slot& s) { return s.node == n; }))
+      continue;
+    auto change = placement_without(n, wanted);
+    out.push_back(std::move(change.note));
+    wanted = std::move(change.placement);
+  }
+  new_epoch(out, std::move(wanted), {}, restarted ? "supervisor restarted" : "all nodes up");
+}
+
+bool supervisor_policy::judge(std::vector<policy_action>& out, std::size_t n, bool was_quarantined) {
+  auto& node = nodes_[n];
+  std::vector<node_figures> fleet;
+  for (const auto& other : nodes_)
+    if (other.figures)
+      fleet.push_back(*other.figures);
+  node.verdict = judge_node(*node.figures, fleet, config_.screen);
+  const auto& name = config_.nodes[n].name;
+  const node_id id{static_cast<std::uint32_t>(n)};
+  if (!node.verdict->passed) {
+    out.push_back(note_event{"node_quarantined", name + " failed its check: " + node.verdict->detail +
+                                                     "; it is not placed and not used as a spare",
+                             {}, id, node.verdict->fields});
+    return true;
+  }
+  out.push_back(note_event{was_quarantined ? "node_released" : "node_checked",
+                           name + " passed its check: " + node.verdict->detail +
+                               (was_quarantined ? "; its quarantine ends" : ""),
+                           {}, id, node.verdict->fields});
+  return false;
+}
+
+std::vector<policy_action> supervisor_policy::on_node_checked(node_id n, const node_figures& figures) {
+  std::vector<policy_action> out;
+  if (n.value() >= nodes_.size())
+    return out;
+  auto& node = nodes_[n.value()];
+  const bool was_quarantined = quarantined(n).has_value();
+  node.figures = figures;
+  node.verdict.reset();
+  if (state_ == job_state::waiting_for_nodes) {
+    maybe_leave_waiting(out);  // judges every node once the placement's have all reported
+    return out;
+  }
+  if (judge(out, n.value(), was_quarantined))
+    move_off_quarantined(out, n);
+  return out;
+}
+
+void supervisor_policy::move_off_quarantined(std::vector<policy_action>& out, node_id n) {
+  const bool holds_ranks = std::any_of(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.node == n; });
+  if (!holds_ranks || !active(state_))
+    return;
+  auto [placement, moved, note] = placement_without(n);
+  out.push_back(std::move(note));
+  // As for a drain: its daemon stays up, its slots remain a source for the restore.
+  new_epoch(out, std::move(placement), {}, "quarantine of " + config_.nodes[n.value()].name);
+}
+
+std::vector<policy_action> supervisor_policy::quarantine(node_id n, const std::string& check, const std::string& why,
+                                                         std::vector<std::pair<std::string, std::string>> fields) {
+  std::vector<policy_action> out;
+  if (n.value() >= nodes_.size() || quarantined(n))
+    return out;
+  node_verdict v;
+  v.passed = false;
+  v.check = check;
+  v.detail = why;
+  v.fields = std::move(fields);
+  v.fields.emplace_back("failed", check);
+  nodes_[n.value()].verdict = v;
+  out.push_back(note_event{"node_quarantined",
+                           config_.nodes[n.value()].name + " quarantined (" + check + "): " + why +
+                               "; it is not placed and not used as a spare until a check passes",
+                           {}, n, v.fields});
+  move_off_quarantined(out, n);
+  return out;
+}
+
+std::optional<std::string> supervisor_policy::quarantined(node_id n) const {
+  if (n.value() >= nodes_.size() || !nodes_[n.value()].verdict || nodes_[n.value()].verdict->passed)
+    return std::nullopt;
+  return nodes_[n.value()].verdict->detail;
+}
+
+std::optional<node_verdict> supervisor_policy::check_of(node_id n) const {
+  if (n.value() >= nodes_.size())
+    return std::nullopt;
+  return nodes_[n.value()].verdict;
 }
 
 void supervisor_policy::on_epoch_seen(epoch_t e) {
@@ -223,7 +325,7 @@ std::vector<policy_action> supervisor_policy::on_node_lost(node_id n, const std:
 
 supervisor_policy::placement_change supervisor_policy::placement_without(node_id n, const std::vector<rank_slot>& placement) const {
   placement_change out;
-  if (auto spare = free_spare()) {
+  if (auto spare = free_spare(placement)) {
     // Its ranks move to a free spare with their rank numbers.
     std::uint32_t local = 0;
     for (auto s : placement) {
@@ -691,7 +793,7 @@ std::vector<policy_action> supervisor_policy::scale(std::uint32_t new_world) {
   for (int pass = 0; pass < 2 && placement.size() < new_world; ++pass) {
     for (std::uint32_t n = 0; n < config_.nodes.size() && placement.size() < new_world; ++n) {
       const bool spare = config_.nodes[n].spare;
-      if ((pass == 0) == spare || !nodes_[n].up || nodes_[n].drained)
+      if ((pass == 0) == spare || !placeable(n))
         continue;
       const std::uint32_t capacity = spare ? widest : config_.nodes[n].ranks;
       for (std::uint32_t i = 0; i < capacity && placement.size() < new_world; ++i)

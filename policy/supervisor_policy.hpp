@@ -14,6 +14,7 @@
 #include "common/collective_position.hpp"
 #include "common/ids.hpp"
 #include "config/fwd.hpp"
+#include "policy/node_screen.hpp"
 #include "policy/snapshot_registry.hpp"
 
 namespace rekindle::policy {
@@ -48,6 +49,11 @@ struct policy_config {
   /// loop decides its last: no rank is found hung by its silence, and the job completes when every
   /// rank's program exits with status 0 (on_rank_completed) instead of at job.steps.
   bool reports_progress = true;
+  /// Whether a node must pass its pre-flight check (on_node_checked) before it is placed or used
+  /// as a spare. Off: nodes are placed once up, and only a check an operator asks for quarantines.
+  bool preflight = false;
+  /// Each figure of a node's check against the fleet's median.
+  screen_limits screen;
 };
 
 /// The policy's view of a validated cluster and job configuration.
@@ -184,6 +190,23 @@ class supervisor_policy {
   std::vector<policy_action> on_node_lost(node_id n, const std::string& why);
   /// A heartbeat from a node's agent.
   void on_heartbeat(node_id n);
+  /// Node `n` measured `figures` in its check (before it joins, or when an operator asks). Once the
+  /// job has left waiting_for_nodes the node is judged at once against the fleet's latest figures;
+  /// before, every node is judged when the nodes of the placement have all reported. A node that
+  /// fails is quarantined: never placed, never a spare, never a buddy; its ranks move to a spare or
+  /// the world shrinks. A quarantined node that passes a later check is released.
+  std::vector<policy_action> on_node_checked(node_id n, const node_figures& figures);
+  /// Quarantines node `n` for a reason found outside its check (`check`: what found it, e.g.
+  /// "straggler"; `why` with the figures): as a failed check, its ranks move to a spare or the world
+  /// shrinks, and it is released by a check that passes.
+  std::vector<policy_action> quarantine(node_id n, const std::string& check, const std::string& why,
+                                        std::vector<std::pair<std::string, std::string>> fields = {});
+  /// Whether a spare could take a node's ranks now.
+  [[nodiscard]] bool spare_available() const { return free_spare(placement_).has_value(); }
+  /// Why node `n` is quarantined (the failed check with its figures), or nullopt.
+  [[nodiscard]] std::optional<std::string> quarantined(node_id n) const;
+  /// The verdict of node n's latest check (nullopt before its first).
+  [[nodiscard]] std::optional<node_verdict> check_of(node_id n) const;
   /// (2) A rank registered for an epoch.
   std::vector<policy_action> on_rank_ready(rank_id r, epoch_t e);
   /// A node holds a copy of a rank's state (reported after each snapshot and replication).
@@ -290,6 +313,9 @@ class supervisor_policy {
     bool reported = false;
     bool drained = false;
     clock::time_point last_heartbeat;
+    /// Its latest check, and the verdict on it (once judged).
+    std::optional<node_figures> figures;
+    std::optional<node_verdict> verdict;
   };
 
   // The note of rank r declared hung, `why`, with the verdict of every rank's collective position.
@@ -300,7 +326,16 @@ class supervisor_policy {
                  const std::string& why);
   std::vector<rank_slot> initial_placement() const;
   void maybe_leave_waiting(std::vector<policy_action>& out);
-  std::optional<node_id> free_spare() const;
+  /// A spare that is up, placeable and holds no rank of `placement`.
+  std::optional<node_id> free_spare(const std::vector<rank_slot>& placement) const;
+  /// Up, not drained, not quarantined and (with preflight) checked: may hold ranks and replicas.
+  [[nodiscard]] bool placeable(std::size_t n) const;
+  /// Judges node n's latest figures against the fleet's and records the verdict, with its event
+  /// (node_released when it passes after `was_quarantined`); true when it is quarantined.
+  bool judge(std::vector<policy_action>& out, std::size_t n, bool was_quarantined);
+  /// Moves the ranks of quarantined node n elsewhere in a new epoch, when it holds any and the job
+  /// trains.
+  void move_off_quarantined(std::vector<policy_action>& out, node_id n);
   /// The placement without node `n` (lost or drained), one rule for both: its ranks on a free
   /// spare with their rank numbers (`moved`), or with no spare the others renumbered from 0 (the
   /// world shrinks); `note` says which.

@@ -232,15 +232,20 @@ void print_ranks(const actors::job_status& j) {
 }
 
 void print_nodes(const actors::job_status& j) {
-  std::cout << "node  up   standby  ranks\n";
+  std::cout << "node  up   standby  check        ranks\n";
+  std::string quarantined;
   for (const auto& n : j.nodes) {
     std::string ranks;
     for (const auto& r : j.ranks)
       if (r.node == n.name)
         ranks += (ranks.empty() ? "" : ",") + std::to_string(r.rank);
     std::cout << pad(n.name, 6) << pad(n.up ? "yes" : "NO", 5) << pad(n.standby_ready ? "warm" : "-", 9)
-              << (ranks.empty() ? "-" : ranks) << "\n";
+              << pad(n.check.empty() ? "-" : n.check, 13) << (ranks.empty() ? "-" : ranks) << "\n";
+    if (n.check == "quarantined")
+      quarantined += "  " + n.name + ": " + n.check_detail + "\n";
   }
+  if (!quarantined.empty())
+    std::cout << "quarantined (rekindle check shows every figure):\n" << quarantined;
 }
 
 void print_recoveries(const actors::job_status& j) {
@@ -642,6 +647,42 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
         exit_code, [how] { return actors::admin_rebalance{0, *how}; });
     cmd->add_option("how", *how, "measured (default), speeds or equal")
         ->check(CLI::IsMember({"measured", "speeds", "equal"}));
+  }
+  {
+    auto o = std::make_shared<connection_options>();
+    auto nodes = std::make_shared<std::vector<std::string>>();
+    auto factor = std::make_shared<double>(1.0);
+    auto* cmd = app.add_subcommand(
+        "check",
+        "Run the pre-flight node check again and print each node's figures against the fleet's medians: GEMM "
+        "GFLOP/s, memory GB/s, checkpoint disk write + fsync, GPUs (docs/RUNTIME.md). A node that fails is "
+        "quarantined (its ranks move to a spare or the world shrinks; never a spare); a quarantined node that "
+        "passes is released. Exit status 1 when a node failed");
+    add_connection_options(cmd, *o);
+    cmd->add_option("--nodes", *nodes, "Only these nodes, comma-separated (default: every connected node)")
+        ->delimiter(',');
+    cmd->add_option("--drill-slow", *factor,
+                    "Fault drill: the named nodes' measurements do FACTOR times their work, as on hardware that much "
+                    "slower (1 to 100; needs --nodes)")
+        ->check(CLI::Range(1.0, 100.0));
+    cmd->callback([o, nodes, factor, &exit_code] {
+      if (*factor > 1.0 && nodes->empty()) {
+        std::cerr << "rekindle: check: --drill-slow needs --nodes (the nodes to slow)\n";
+        exit_code = 2;
+        return;
+      }
+      const actors::admin_check request{0, *nodes, *factor};
+      // Each node measures for about a second; the supervisor answers within 60 s.
+      const auto r = call_with(
+          *o, [&](actors::admin_client& client) { return client.call(request, std::chrono::seconds{90}); }, nullptr);
+      if (r.code != 0) {
+        exit_code = r.code;
+        return;
+      }
+      std::cout << (o->json ? r.json : r.text) << (o->json ? "\n" : "");
+      const auto j = nlohmann::json::parse(r.json, nullptr, false);
+      exit_code = j.is_object() && j.value("quarantined", 0) == 0 && !j.contains("missing") ? 0 : 1;
+    });
   }
   add_confirmed(app, {"stop", "Stop the job: every rank ends, state is kept", "stop is destructive", nullptr}, exit_code,
                 [] { return actors::admin_stop{0, ""}; });

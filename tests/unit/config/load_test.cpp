@@ -88,6 +88,39 @@ TEST(config, out_of_range_names_bounds) {
   EXPECT_EQ(e.message, "must be between 1 and 256, got 0");
 }
 
+TEST(config, the_node_check_has_defaults_and_its_limits_are_fractions) {
+  temp_dir dir;
+  auto r = parse_in(dir, two_nodes);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_TRUE(r.value->checks.preflight);
+  EXPECT_DOUBLE_EQ(r.value->checks.min_compute, 0.5);
+  EXPECT_EQ(r.value->checks.disk_bytes, 16u << 20);
+  r = parse_in(dir, std::string{two_nodes} + "\n[checks]\npreflight = false\nmin_disk = 0.1\ndisk_bytes = \"4MiB\"\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_FALSE(r.value->checks.preflight);
+  EXPECT_DOUBLE_EQ(r.value->checks.min_disk, 0.1);
+  EXPECT_EQ(r.value->checks.disk_bytes, 4u << 20);
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\nmin_compute = 1.5\n"));
+  EXPECT_EQ(e.field, "checks.min_compute");
+  EXPECT_EQ(e.line, 9u);
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\npreflight = \"yes\"\n"));
+  EXPECT_EQ(e.field, "checks.preflight");
+}
+
+TEST(config, the_straggler_action_is_one_of_three) {
+  temp_dir dir;
+  auto r = parse_in(dir, std::string{two_nodes} + "\n[stragglers]\naction = \"replace\"\nwindow = 8\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.value->stragglers.action, "replace");
+  EXPECT_EQ(r.value->stragglers.window, 8u);
+  EXPECT_DOUBLE_EQ(r.value->stragglers.threshold, 1.25);
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[stragglers]\naction = \"restart\"\n"));
+  EXPECT_EQ(e.field, "stragglers.action");
+  EXPECT_NE(e.message.find("report, rebalance or replace"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[stragglers]\nthreshold = 1.0\n"));
+  EXPECT_EQ(e.field, "stragglers.threshold");
+}
+
 TEST(config, duplicate_node_points_at_both) {
   temp_dir dir;
   auto e = only_error(parse_in(dir, "[[nodes]]\nname = \"n0\"\n\n[[nodes]]\nname = \"n0\"\n"));
