@@ -59,7 +59,7 @@ TEST(bridge, a_read_only_peer_reaches_no_actor_with_anything_but_an_admin_reques
   const auto may = static_cast<int>(std::count_if(all.begin(), all.end(), read_only_may_send));
   const int must_not = static_cast<int>(all.size()) - may;
   ASSERT_GT(must_not, 30) << "every control message kind";
-  ASSERT_EQ(may, 13) << "the admin requests";
+  ASSERT_EQ(may, 14) << "the admin requests";
 
   process ro{false, 1, ro_token}, admin{false, 2, admin_token};
   auto ro_peer = ro.b->connect_blocking("127.0.0.1", server.b->port(), 30s);

@@ -55,6 +55,10 @@ seq_len = 8
 snapshot_every = 5
 persist_every = 0
 
+# The agents here are played by the test, which sends no node check.
+[checks]
+preflight = false
+
 [timeouts]
 heartbeat = "100ms"
 node = "60s"
