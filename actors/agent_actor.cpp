@@ -639,9 +639,7 @@ void agent_actor::start_node_check(std::uint64_t id, double slow_factor) {
   auto options = node_check_options_of(ctx_->spec, ctx_->node.value());
   options.slow_factor = slow_factor;
   std::thread([self = caf::actor_cast<caf::actor>(this), options, id, node = ctx_->node] {
-    const auto f = check_node(options);
-    caf::anon_send(self, node_check_report{node, id, f.gemm_gflops, f.memory_gbps, f.disk_mbps, f.fsync_ms, f.gpus,
-                                           f.gpus_expected, f.gpu_detail, f.error});
+    caf::anon_send(self, report_of(node, id, check_node(options)));
   }).detach();
 }
 

@@ -156,6 +156,14 @@ node_check_options node_check_options_of(const config::spec& spec, std::size_t n
   return o;
 }
 
+node_check_report report_of(node_id node, std::uint64_t id, const policy::node_figures& f) {
+  return {node, id, f.gemm_gflops, f.memory_gbps, f.disk_mbps, f.fsync_ms, f.gpus, f.gpus_expected, f.gpu_detail, f.error};
+}
+
+policy::node_figures figures_of(const node_check_report& r) {
+  return {r.gemm_gflops, r.memory_gbps, r.disk_mbps, r.fsync_ms, r.gpus, r.gpus_expected, r.gpu_detail, r.error};
+}
+
 policy::node_figures check_node(const node_check_options& o) {
   policy::node_figures f;
   f.gemm_gflops = gemm_gflops(o);

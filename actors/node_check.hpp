@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "actors/messages.hpp"
 #include "policy/node_screen.hpp"
 
 namespace rekindle::config {
@@ -41,5 +42,9 @@ struct node_check_options {
 /// file in `directory` per second of wall time (the file is removed), and the GPUs the driver
 /// reports. A disk that refuses the write gives `error`. Takes about half a second.
 [[nodiscard]] policy::node_figures check_node(const node_check_options& options);
+
+/// The figures as the wire carries them (node_check_report), and back: one mapping for both ends.
+[[nodiscard]] node_check_report report_of(node_id node, std::uint64_t id, const policy::node_figures& f);
+[[nodiscard]] policy::node_figures figures_of(const node_check_report& r);
 
 }  // namespace rekindle::actors

@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "actors/node_check.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "common/text.hpp"
 
@@ -383,17 +384,8 @@ void supervisor_actor::on_node_check(const node_check_report& r) {
   if (r.node.value() >= ctx_->spec.nodes.size())
     return;
   node_checks_[r.node.value()] = r;
-  policy::node_figures f;
-  f.gemm_gflops = r.gemm_gflops;
-  f.memory_gbps = r.memory_gbps;
-  f.disk_mbps = r.disk_mbps;
-  f.fsync_ms = r.fsync_ms;
-  f.gpus = r.gpus;
-  f.gpus_expected = r.gpus_expected;
-  f.gpu_detail = r.gpu_detail;
-  f.error = r.error;
   if (!finished_)
-    execute(policy_.on_node_checked(r.node, f));
+    execute(policy_.on_node_checked(r.node, figures_of(r)));
   if (pending_check_ && r.id == pending_check_->id) {
     pending_check_->waiting.erase(r.node.value());
     if (pending_check_->waiting.empty())

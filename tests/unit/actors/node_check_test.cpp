@@ -33,6 +33,22 @@ TEST(node_check, measures_compute_memory_and_disk_and_leaves_no_file) {
   EXPECT_TRUE(std::filesystem::is_empty(dir.path() / "ckpt"));
 }
 
+TEST(node_check, the_figures_cross_the_wire_unchanged) {
+  policy::node_figures f{12.5, 7.25, 300.0, 4.5, 3, 4, "one missing", "disk: cannot write"};
+  const auto r = report_of(node_id{2}, 9, f);
+  EXPECT_EQ(r.node, node_id{2});
+  EXPECT_EQ(r.id, 9u);
+  const auto back = figures_of(r);
+  EXPECT_EQ(back.gemm_gflops, 12.5);
+  EXPECT_EQ(back.memory_gbps, 7.25);
+  EXPECT_EQ(back.disk_mbps, 300.0);
+  EXPECT_EQ(back.fsync_ms, 4.5);
+  EXPECT_EQ(back.gpus, 3);
+  EXPECT_EQ(back.gpus_expected, 4);
+  EXPECT_EQ(back.gpu_detail, "one missing");
+  EXPECT_EQ(back.error, "disk: cannot write");
+}
+
 TEST(node_check, the_slow_drill_lowers_every_figure_by_about_its_factor) {
   testing::temp_dir dir{"node-check"};
   auto o = small(dir.path());
