@@ -260,8 +260,9 @@ caf::behavior agent_actor::make_behavior() {
       // The node's checkpoint actor pins it in the slots and replicas (the workers only write).
       [this](const envelope&, const snapshot_committed& c) { caf::anon_send(checkpoint_, c); },
       [this](const envelope&, const persist_request& p) { caf::anon_send(checkpoint_, p); },
+      [this](const envelope&, const link_probe_request& r) { caf::anon_send(checkpoint_, r); },
       [this](const envelope&, const node_check_request& r) {
-        start_node_check(r.id, std::clamp(r.slow_factor, 1.0, 100.0));
+        start_node_check(r.id, std::clamp(r.slow_factor, 1.0, 100.0), r.slow_only);
       },
       [this](const node_check_report& r) {
         // From the check's thread.
@@ -290,6 +291,14 @@ caf::behavior agent_actor::make_behavior() {
         }
       },
       [this](const envelope&, const partition_request& p) {
+        if (p.bytes_per_second > 0) {
+          // A slow link: the daemons' traffic (replication, state transfers, link probes) crawls;
+          // the ranks' ring is not slowed by it.
+          spdlog::warn("agent: slow link drill: traffic with node {} at {:.2f} MB/s for {} ms", p.peer.value(),
+                       p.bytes_per_second / 1e6, p.duration_ns / 1000000);
+          ctx_->bridge->throttle(p.peer, p.bytes_per_second, std::chrono::nanoseconds{p.duration_ns});
+          return;
+        }
         spdlog::warn("agent: partition drill: traffic with node {} dropped for {} ms", p.peer.value(), p.duration_ns / 1000000);
         ctx_->bridge->cut_off(p.peer, std::chrono::nanoseconds{p.duration_ns});
         // The data plane crosses the cut too: this node's ranks stall their steps as long (their
@@ -635,9 +644,10 @@ void agent_actor::kill_hung(const worker& w, const kill_request& k) {
   }).detach();
 }
 
-void agent_actor::start_node_check(std::uint64_t id, double slow_factor) {
+void agent_actor::start_node_check(std::uint64_t id, double slow_factor, const std::string& slow_only) {
   auto options = node_check_options_of(ctx_->spec, ctx_->node.value());
   options.slow_factor = slow_factor;
+  options.slow_only = slow_only;
   std::thread([self = caf::actor_cast<caf::actor>(this), options, id, node = ctx_->node] {
     caf::anon_send(self, report_of(node, id, check_node(options)));
   }).detach();

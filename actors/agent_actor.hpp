@@ -87,7 +87,7 @@ class agent_actor : public caf::event_based_actor {
   void kill_hung(const worker& w, const kill_request& k);
   /// Measures the node (actors/node_check) off the actor's thread; the report comes back to this
   /// actor, which keeps it and sends it to the supervisor. `id` 0: the check at start.
-  void start_node_check(std::uint64_t id, double slow_factor);
+  void start_node_check(std::uint64_t id, double slow_factor, const std::string& slow_only = {});
   /// node_hello to the supervisor, then what the node holds and the progress not yet reported.
   void say_hello();
   template <class T>

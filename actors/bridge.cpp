@@ -160,6 +160,11 @@ void bridge::cut_off(node_id node, std::chrono::nanoseconds duration) {
     messenger_->cut_off(node.value(), duration);
 }
 
+void bridge::throttle(node_id node, double bytes_per_second, std::chrono::nanoseconds duration) {
+  if (messenger_ && bytes_per_second > 0)
+    messenger_->throttle(node.value(), bytes_per_second, duration);
+}
+
 void bridge::close(transport::peer_id peer) { messenger_->close(peer); }
 
 void bridge::send_message(transport::peer_id peer, const std::string& from, const std::string& to, epoch_t stamp,

@@ -117,6 +117,8 @@ class bridge {
   void close(transport::peer_id peer);
   /// Partition drill: traffic with the processes of `node` is dropped for `duration`.
   void cut_off(node_id node, std::chrono::nanoseconds duration);
+  /// Slow link drill: traffic to the processes of `node` leaves at `bytes_per_second` at most.
+  void throttle(node_id node, double bytes_per_second, std::chrono::nanoseconds duration);
 
   /// Fenced messages stamped with an older epoch are dropped from now on. Only ever moves forward.
   void set_epoch(epoch_t e) noexcept;

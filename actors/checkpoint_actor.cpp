@@ -179,6 +179,11 @@ caf::behavior checkpoint_actor::make_behavior() {
       },
       [this](const job_finished&) {},
       [this](const checkpoint_continuation& c) { c.fn(this); },
+      [this](const link_probe_request& r) { probe_link(r); },
+      [this](const envelope& from, const bulk_payload& p, const link_probe& h) {
+        ctx_->bridge->send(from.peer, "checkpoint", from.actor, link_probe_ack{h.id, h.seq, p.bytes.size()});
+      },
+      [this](const envelope&, const link_probe_ack& a) { on_probe_ack(a); },
   };
 }
 
@@ -225,6 +230,74 @@ void checkpoint_actor::with_peer(const std::string& address, std::function<void(
                        call(r ? expected<transport::peer_id>{r->id} : expected<transport::peer_id>{r.error()});
                    }});
   });
+}
+
+namespace {
+
+// A probe (with its repeats) that takes longer has failed: the link is as good as down.
+constexpr auto link_probe_deadline = std::chrono::seconds{20};
+constexpr std::uint64_t max_link_probe_bytes = 256ull << 20;
+constexpr std::uint32_t max_link_probe_repeats = 16;
+
+}  // namespace
+
+void checkpoint_actor::probe_link(const link_probe_request& r) {
+  const auto refuse = [&](const std::string& why) {
+    ctx_->supervisor->send("checkpoint", link_report{r.id, ctx_->node, r.peer, 0, why});
+  };
+  if (r.bytes == 0 || r.bytes > max_link_probe_bytes || r.repeats == 0 || r.repeats > max_link_probe_repeats)
+    return refuse("a probe of " + std::to_string(r.bytes) + " bytes x " + std::to_string(r.repeats) +
+                  " is out of range (1 byte to 256 MiB, 1 to 16 times)");
+  if (link_runs_.contains(r.id))
+    return refuse("probe " + std::to_string(r.id) + " is already running");
+  caf::actor self = this;
+  const auto id = r.id;
+  delayed_send(self, link_probe_deadline, checkpoint_continuation{[id](checkpoint_actor* a) {
+                 if (a->link_runs_.contains(id))
+                   a->end_link_run(id, "no answer within " + std::to_string(link_probe_deadline.count()) + " s");
+               }});
+  link_runs_[id] = link_run{r, transport::peer_id{0}, transport::shared_bytes{std::vector<std::byte>(r.bytes)}, 0, {}, 0};
+  with_peer(r.address, [this, id](expected<transport::peer_id> p) {
+    auto it = link_runs_.find(id);
+    if (it == link_runs_.end())
+      return;
+    if (!p)
+      return end_link_run(id, "cannot reach " + it->second.request.address + ": " + p.error().message());
+    it->second.peer = *p;
+    send_probe(it->second);
+  });
+}
+
+void checkpoint_actor::send_probe(link_run& run) {
+  ++run.seq;
+  run.sent = std::chrono::steady_clock::now();
+  ctx_->bridge->send_bulk(run.peer, "checkpoint", "checkpoint", link_probe{run.request.id, run.seq}, run.payload);
+}
+
+void checkpoint_actor::on_probe_ack(const link_probe_ack& a) {
+  auto it = link_runs_.find(a.id);
+  if (it == link_runs_.end() || a.seq != it->second.seq)
+    return;
+  auto& run = it->second;
+  if (a.bytes != run.request.bytes)
+    return end_link_run(a.id, "the peer received " + std::to_string(a.bytes) + " bytes of " + std::to_string(run.request.bytes));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run.sent).count();
+  run.best_s = run.seq == 1 ? s : std::min(run.best_s, s);
+  if (run.seq < run.request.repeats)
+    return send_probe(run);
+  end_link_run(a.id, {});
+}
+
+void checkpoint_actor::end_link_run(std::uint64_t id, std::string error) {
+  auto it = link_runs_.find(id);
+  if (it == link_runs_.end())
+    return;
+  const auto& run = it->second;
+  const double mbps = error.empty() ? static_cast<double>(run.request.bytes) / std::max(run.best_s, 1e-9) / 1e6 : 0.0;
+  if (!error.empty())
+    spdlog::warn("link probe to node {} failed: {}", run.request.peer.value(), error);
+  ctx_->supervisor->send("checkpoint", link_report{id, ctx_->node, run.request.peer, mbps, std::move(error)});
+  link_runs_.erase(it);
 }
 
 void checkpoint_actor::persist(const persist_request& p) {

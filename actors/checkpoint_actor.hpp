@@ -2,6 +2,7 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -68,6 +69,19 @@ class checkpoint_actor : public caf::event_based_actor {
   void forward(const envelope& from, const state_request& r);
   void reply_error(transport::peer_id to, const std::string& actor, std::uint64_t id, const std::string& why);
   void with_peer(const std::string& address, std::function<void(expected<transport::peer_id>)> then);
+  /// The link check's probes (link_probe_request): one run at a time per request id.
+  struct link_run {
+    link_probe_request request;
+    transport::peer_id peer;
+    transport::shared_bytes payload;
+    std::uint32_t seq = 0;
+    std::chrono::steady_clock::time_point sent;
+    double best_s = 0;
+  };
+  void probe_link(const link_probe_request& r);
+  void send_probe(link_run& run);
+  void on_probe_ack(const link_probe_ack& a);
+  void end_link_run(std::uint64_t id, std::string error);
 
   node_context* ctx_;
   std::vector<storage::snapshot_slot> slots_;
@@ -92,6 +106,7 @@ class checkpoint_actor : public caf::event_based_actor {
   /// The epoch of the newest requests to persist each step (the last few).
   std::map<step_t, epoch_t> persist_epochs_;
   std::uint64_t next_id_ = 1;
+  std::map<std::uint64_t, link_run> link_runs_;
 };
 
 }  // namespace rekindle::actors

@@ -15,7 +15,7 @@ std::string_view to_string(drill_kind k) noexcept {
 
 namespace {
 
-using wire_types = type_list<node_hello, rank_position, node_heartbeat, rank_stack, node_check_request, node_check_report, rank_assignment, assign_ranks, abort_epoch, rank_ready,
+using wire_types = type_list<node_hello, rank_position, node_heartbeat, rank_stack, node_check_request, node_check_report, link_probe_request, link_probe, link_probe_ack, link_report, rank_assignment, assign_ranks, abort_epoch, rank_ready,
                             restore_source, start_training, rank_exited, rank_completed, rank_trouble, progress_report, progress_batch,
                             rank_restored, snapshot_held, holdings_reported, replica_pull, replica_changes, leader_seen, introduce_yourself, snapshot_dropped, snapshot_committed, restore_failed, kill_request, fail_node, job_finished, worker_hello, worker_activate, worker_heartbeat,
                             worker_assignment, snapshot_taken, snapshot_skipped, replica_header, state_request, state_reply, persist_request,

@@ -74,6 +74,8 @@ struct node_heartbeat {
 struct node_check_request {
   std::uint64_t id = 0;
   double slow_factor = 1.0;
+  /// The drill slows only "compute", "memory" or "disk"; empty: every measurement.
+  std::string slow_only;
 };
 
 /// What a node's check measured (policy::node_figures), sent after the agent's hello (the check
@@ -88,6 +90,39 @@ struct node_check_report {
   std::int32_t gpus = 0;
   std::int32_t gpus_expected = 0;
   std::string gpu_detail;
+  std::string error;
+};
+
+/// The supervisor asks a node to probe its link to node `peer` (its daemon at `address`): the
+/// node's checkpoint actor sends `bytes` to the peer's, `repeats` times one after the other, and
+/// reports the fastest as a link_report. Part of the link check (policy/link_screen.hpp).
+struct link_probe_request {
+  std::uint64_t id = 0;
+  node_id peer;
+  std::string address;
+  std::uint64_t bytes = 0;
+  std::uint32_t repeats = 1;
+};
+
+/// One probe's header, its bytes travelling as the bulk payload (checkpoint actor to checkpoint actor).
+struct link_probe {
+  std::uint64_t id = 0;
+  std::uint32_t seq = 0;
+};
+
+/// The peer received probe `seq` of `bytes`.
+struct link_probe_ack {
+  std::uint64_t id = 0;
+  std::uint32_t seq = 0;
+  std::uint64_t bytes = 0;
+};
+
+/// A link probe's figure: the fastest of its repeats in MB/s, or `error` (mbps 0).
+struct link_report {
+  std::uint64_t id = 0;
+  node_id node;
+  node_id peer;
+  double mbps = 0;
   std::string error;
 };
 
@@ -342,10 +377,12 @@ struct drill_request {
 };
 
 /// Fault drill: the node's daemon drops its traffic with node `peer` for `duration_ns`, as if the
-/// network between them were cut (the supervisor sends it to both ends).
+/// network between them were cut (the supervisor sends it to both ends); with `bytes_per_second`
+/// > 0 the traffic is not dropped but leaves at that rate at most, as over a degraded link.
 struct partition_request {
   node_id peer;
   std::int64_t duration_ns = 0;
+  double bytes_per_second = 0;
 };
 
 /// Fault drill: the node's daemon dies at once (SIGKILL to itself), as a lost node does.
@@ -491,7 +528,11 @@ RK_INSPECT(introduce_yourself, x.term)
 RK_INSPECT(rank_position, x.rank, x.epoch, x.seq, x.kind, x.phase, x.for_ns)
 RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready, x.positions)
 RK_INSPECT(rank_stack, x.epoch, x.rank, x.node, x.stack, x.error)
-RK_INSPECT(node_check_request, x.id, x.slow_factor)
+RK_INSPECT(node_check_request, x.id, x.slow_factor, x.slow_only)
+RK_INSPECT(link_probe_request, x.id, x.peer, x.address, x.bytes, x.repeats)
+RK_INSPECT(link_probe, x.id, x.seq)
+RK_INSPECT(link_probe_ack, x.id, x.seq, x.bytes)
+RK_INSPECT(link_report, x.id, x.node, x.peer, x.mbps, x.error)
 RK_INSPECT(node_check_report, x.node, x.id, x.gemm_gflops, x.memory_gbps, x.disk_mbps, x.fsync_ms, x.gpus, x.gpus_expected,
            x.gpu_detail, x.error)
 RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
@@ -515,7 +556,7 @@ RK_INSPECT(snapshot_committed, x.epoch, x.step)
 RK_INSPECT(restore_failed, x.epoch, x.rank, x.node, x.step, x.old_rank, x.holder, x.kind, x.detail)
 RK_INSPECT(kill_request, x.epoch, x.rank, x.signal, x.reason)
 RK_INSPECT(drill_request, x.epoch, x.rank, x.kind, x.factor)
-RK_INSPECT(partition_request, x.peer, x.duration_ns)
+RK_INSPECT(partition_request, x.peer, x.duration_ns, x.bytes_per_second)
 RK_INSPECT(fail_node, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
 RK_INSPECT(worker_hello, x.pid, x.local_index, x.standby)
@@ -598,6 +639,8 @@ struct admin_partition {
   std::string node1;
   std::string node2;
   std::int64_t duration_ns = 0;
+  /// 0: the traffic is dropped; > 0: it is slowed to this many MB/s each way (`rekindle throttle`).
+  double mbps = 0;
 };
 
 /// Pause training (the ranks wait, processes stay), or resume it in a new epoch.
@@ -649,6 +692,8 @@ struct admin_check {
   std::uint64_t id = 0;
   std::vector<std::string> nodes;
   double slow_factor = 1.0;
+  /// The drill slows only "compute", "memory" or "disk"; empty: every measurement.
+  std::string slow_only;
 };
 
 /// Stop the job; every rank ends, state is kept.
@@ -682,14 +727,14 @@ RK_INSPECT(admin_events, x.id, x.after)
 RK_INSPECT(admin_kill, x.id, x.rank, x.signal)
 RK_INSPECT(admin_drill, x.id, x.rank, x.kind, x.factor)
 RK_INSPECT(admin_fail_node, x.id, x.node)
-RK_INSPECT(admin_partition, x.id, x.node1, x.node2, x.duration_ns)
+RK_INSPECT(admin_partition, x.id, x.node1, x.node2, x.duration_ns, x.mbps)
 RK_INSPECT(admin_pause, x.id, x.pause)
 RK_INSPECT(admin_drain, x.id, x.node)
 RK_INSPECT(admin_scale, x.id, x.ranks)
 RK_INSPECT(admin_rebalance, x.id, x.how)
 RK_INSPECT(admin_checkpoint_now, x.id)
 RK_INSPECT(admin_stop, x.id, x.reason)
-RK_INSPECT(admin_check, x.id, x.nodes, x.slow_factor)
+RK_INSPECT(admin_check, x.id, x.nodes, x.slow_factor, x.slow_only)
 RK_INSPECT(admin_reply, x.id, x.ok, x.code, x.text, x.json)
 
 // ---- within one process ---------------------------------------------------------------------------

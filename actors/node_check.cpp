@@ -36,6 +36,11 @@ double wall_seconds() {
 }
 
 // Times the work is repeated under the drill (at least 1).
+// The drill's factor for measurement `what`.
+double drilled(const node_check_options& o, std::string_view what) {
+  return o.slow_only.empty() || o.slow_only == what ? o.slow_factor : 1.0;
+}
+
 std::size_t repeats(double slow_factor) {
   return static_cast<std::size_t>(std::max(1.0, std::round(std::clamp(slow_factor, 1.0, 1000.0))));
 }
@@ -64,7 +69,7 @@ double gemm_gflops(const node_check_options& o) {
   per_round *= 4;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
                        static_cast<double>(per_round);
-  const std::size_t work = per_round * repeats(o.slow_factor);
+  const std::size_t work = per_round * repeats(drilled(o, "compute"));
   double best = 0;
   for (int r = 0; r < rounds; ++r) {
     const double t0 = thread_cpu_seconds();
@@ -81,7 +86,7 @@ double memory_gbps(const node_check_options& o) {
   const std::size_t bytes = std::max<std::size_t>(o.memory_bytes, 1u << 20);
   std::vector<unsigned char> from(bytes, 1), to(bytes, 2);  // touched: no page faults while timed
   constexpr int copies = 4;
-  const std::size_t work = copies * repeats(o.slow_factor);
+  const std::size_t work = copies * repeats(drilled(o, "memory"));
   double best = 0;
   for (int r = 0; r < rounds; ++r) {
     const double t0 = thread_cpu_seconds();
@@ -110,7 +115,7 @@ void disk(const node_check_options& o, policy::node_figures& f) {
     return;
   }
   const std::vector<char> chunk(1u << 20, 'k');
-  const std::uint64_t total = o.disk_bytes * repeats(o.slow_factor);
+  const std::uint64_t total = o.disk_bytes * repeats(drilled(o, "disk"));
   const double t0 = wall_seconds();
   bool ok = true;
   for (std::uint64_t done = 0; ok && done < total;) {

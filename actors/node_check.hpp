@@ -32,6 +32,8 @@ struct node_check_options {
   /// A drill: each measurement does this many times its work and counts it once, as on a node that
   /// much slower (1: none).
   double slow_factor = 1.0;
+  /// The drill slows only this measurement ("compute", "memory" or "disk"); empty: all of them.
+  std::string slow_only;
 };
 
 /// The options for node `node` of `spec` (its checkpoint directory, the model's shapes, its GPUs).

@@ -332,8 +332,24 @@ caf::behavior supervisor_actor::make_behavior() {
               policy_.on_heartbeat(node_id{n});
         }
         last_tick_ = now;
-        if (pending_check_ && now >= pending_check_->deadline)
+        if (pending_check_ && !pending_check_->nodes_done && now >= pending_check_->deadline)
           finish_check(true);
+        if (link_check_ && now >= link_check_->deadline)
+          end_link_round(true);
+        // checks.every: the whole check again, while the job runs.
+        if (const auto every = ctx_->spec.checks.every; every.count() > 0 && !finished_ && links_checked_once_) {
+          if (!next_periodic_check_) {
+            next_periodic_check_ = now + every;
+          } else if (now >= *next_periodic_check_ && !pending_check_ && !link_check_) {
+            next_periodic_check_ = now + every;
+            std::vector<std::uint32_t> all;
+            for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n)
+              if (agents_.contains(node_id{n}))
+                all.push_back(n);
+            if (!all.empty())
+              launch_check(std::move(all), 1.0, {}, std::nullopt, 0);
+          }
+        }
         if (!finished_)
           execute(policy_.on_tick());
         write_status(finished_);
@@ -390,6 +406,7 @@ caf::behavior supervisor_actor::make_behavior() {
                                            chunk->next.next, chunk->next.copying, chunk->next.copied});
       },
       [this](const envelope&, const node_check_report& r) { on_node_check(r); },
+      [this](const envelope&, const link_report& r) { on_link_report(r); },
       [this](const envelope&, const node_heartbeat& h) {
         policy_.on_heartbeat(h.node);
         standby_ready_[h.node.value()] = h.standby_ready;

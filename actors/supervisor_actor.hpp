@@ -12,6 +12,7 @@
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 #include "policy/checkpoint_coordinator.hpp"
+#include "policy/link_screen.hpp"
 #include "policy/recovery_meter.hpp"
 #include "policy/straggler_detector.hpp"
 #include "policy/supervisor_policy.hpp"
@@ -99,25 +100,60 @@ class supervisor_actor : public caf::event_based_actor {
   admin_reply on_admin(const admin_rebalance& r);
   admin_reply on_admin(const admin_checkpoint_now& r);
   admin_reply on_admin(const admin_stop& r);
-  /// `check` is answered once the nodes asked have reported (on_node_check) or after 60 s
-  /// (finish_check_if_due): a refusal now, or nullopt when the answer follows.
+  /// `check` is answered once the nodes asked have reported (on_node_check) or after 60 s, and
+  /// the link check that follows has ended: a refusal now, or nullopt when the answer follows.
   std::optional<admin_reply> start_check(const envelope& from, const admin_check& r);
-  /// A node's check: to the policy (quarantine), and to the pending `check` request.
+  /// Asks `nodes` for their checks (the drill on them when `slow_factor` > 1). With `asker`, the
+  /// operator's `check` request answered at the end; without, a check of the supervisor's own
+  /// (checks.every).
+  void launch_check(std::vector<std::uint32_t> nodes, double slow_factor, const std::string& slow_only,
+                    std::optional<std::pair<transport::peer_id, std::string>> asker, std::uint64_t request);
+  /// A node's check: to the policy (quarantine), and to the pending check.
   void on_node_check(const node_check_report& r);
-  /// Answers the pending `check` request when every node has reported, or with what came when
-  /// `timed_out`.
+  /// The nodes' part of the pending check is in (or `timed_out`): its table, then the link check
+  /// over the nodes that reported, then the answer.
   void finish_check(bool timed_out);
+  /// Answers the pending check's asker with both tables (nothing for a check of the supervisor's own).
+  void answer_check();
+
+  // ---- the link check (supervisor_links.cpp) ----
+  /// Starts a link check over `nodes` (policy/link_screen.hpp); false when there are fewer than two.
+  bool start_link_check(std::vector<std::uint32_t> nodes);
+  /// Sends the current round's probes.
+  void send_link_round();
+  void on_link_report(const link_report& r);
+  /// The round is in (or `timed_out`): the next one, or the verdicts.
+  void end_link_round(bool timed_out);
+  /// Events, quarantines and releases for the verdicts; the table for the pending check.
+  void finish_link_check();
+  struct link_check_run {
+    std::uint64_t id = 0;
+    policy::link_screen screen;
+    clock::time_point deadline;
+  };
+  std::optional<link_check_run> link_check_;
+  /// Each link check turns the pairing by one (every link is probed once in n-1 checks).
+  std::uint64_t link_rotation_ = 0;
+  bool links_checked_once_ = false;
+  /// The latest link check's table and JSON, for the pending check's answer.
+  std::string link_text_;
+  std::string link_json_;
+  std::optional<clock::time_point> next_periodic_check_;
   /// The latest check of each node (by node index), as reported.
   std::map<std::uint32_t, node_check_report> node_checks_;
   /// The operator's `check` waiting for its nodes' reports.
   struct pending_check {
-    transport::peer_id peer;
-    std::string actor;
+    /// Who asked (an operator's `check`); none for a periodic check.
+    std::optional<std::pair<transport::peer_id, std::string>> asker;
     std::uint64_t request = 0;
     std::uint64_t id = 0;
     std::set<std::uint32_t> waiting;
     std::vector<std::uint32_t> nodes;
     clock::time_point deadline;
+    /// Once the nodes' part is in: its table and JSON, waiting for the link check.
+    bool nodes_done = false;
+    std::string text;
+    std::string json;
   };
   std::optional<pending_check> pending_check_;
   std::uint64_t next_check_id_ = 0;

@@ -230,15 +230,31 @@ admin_reply supervisor_actor::on_admin(const admin_partition& r) {
   const auto b = node_named(r.node2);
   if (!b)
     return refused(b.error());
+  const bool slow = r.mbps != 0;
+  const std::string what = slow ? "throttle" : "partition";
   if (*a == *b)
-    return refused(errc::invalid_argument, "partition: a node cannot be cut off from itself ('" + r.node1 + "' twice)");
+    return refused(errc::invalid_argument, what + ": a node has no link to itself ('" + r.node1 + "' twice)");
   const std::chrono::nanoseconds d{r.duration_ns};
   if (d < std::chrono::milliseconds{100} || d > std::chrono::hours{1})
-    return refused(errc::invalid_argument,
-                   "partition: --for takes a duration from 100ms to 1h, not " + format_duration(d));
+    return refused(errc::invalid_argument, what + ": --for takes a duration from 100ms to 1h, not " + format_duration(d));
+  if (slow && !(r.mbps >= 0.01 && r.mbps <= 100000))
+    return refused(errc::invalid_argument, "throttle: --rate takes MB/s from 0.01 to 100000, not " + factor_text(r.mbps));
   for (const auto n : {*a, *b})
     if (!agents_.contains(n))
       return refused(errc::failed_precondition, "node " + ctx_->spec.nodes[n.value()].name + " is not up");
+  if (slow) {
+    event("fault_injected", "slow link " + r.node1 + " " + r.node2 + " at " + factor_text(r.mbps) + " MB/s for " + format_duration(d),
+          {}, *a,
+          {{"fault", "slow_link"},
+           {"link", r.node1 + "," + r.node2},
+           {"mbps", factor_text(r.mbps)},
+           {"duration_s", std::to_string(std::chrono::duration<double>(d).count())}});
+    to_agent(*a, partition_request{*b, d.count(), r.mbps * 1e6});
+    to_agent(*b, partition_request{*a, d.count(), r.mbps * 1e6});
+    return answered("traffic between the daemons of " + r.node1 + " and " + r.node2 + " is limited to " +
+                    factor_text(r.mbps) + " MB/s each way for " + format_duration(d) +
+                    " (replication, state transfers, link probes; the ranks' ring is not slowed)");
+  }
   // Cut off from the supervisor's node, the other node is lost to the job: timed from now.
   const node_id far = *a == ctx_->node ? *b : *a;
   if (*a == ctx_->node || *b == ctx_->node)
@@ -333,11 +349,13 @@ std::string figure_text(double v, int decimals) {
 }  // namespace
 
 std::optional<admin_reply> supervisor_actor::start_check(const envelope& from, const admin_check& r) {
-  if (pending_check_)
+  if (pending_check_ || link_check_)
     return refused(errc::failed_precondition, "check: a check is already running; try again when it has answered");
   if (!(r.slow_factor >= 1.0 && r.slow_factor <= 100.0))
     return refused(errc::invalid_argument,
                    "check: the drill's FACTOR is a number from 1 to 100, not " + factor_text(r.slow_factor));
+  if (!r.slow_only.empty() && r.slow_only != "compute" && r.slow_only != "memory" && r.slow_only != "disk")
+    return refused(errc::invalid_argument, "check: the drill slows 'compute', 'memory' or 'disk', not '" + r.slow_only + "'");
   if (r.nodes.size() > ctx_->spec.nodes.size())
     return refused(errc::invalid_argument, "check: " + std::to_string(r.nodes.size()) + " nodes named; the cluster has " +
                                                std::to_string(ctx_->spec.nodes.size()));
@@ -350,12 +368,7 @@ std::optional<admin_reply> supervisor_actor::start_check(const envelope& from, c
   }
   if (named.empty() && r.slow_factor != 1.0)
     return refused(errc::invalid_argument, "check: a drill names its nodes (--nodes)");
-  pending_check p;
-  p.peer = from.peer;
-  p.actor = from.actor;
-  p.request = r.id;
-  p.id = ++next_check_id_;
-  p.deadline = ctx_->time->now() + check_deadline;
+  std::vector<std::uint32_t> nodes;
   std::string down;
   for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n) {
     if (!named.empty() && !named.contains(n))
@@ -365,19 +378,32 @@ std::optional<admin_reply> supervisor_actor::start_check(const envelope& from, c
         down += (down.empty() ? "" : ", ") + ctx_->spec.nodes[n].name;
       continue;
     }
-    p.nodes.push_back(n);
-    p.waiting.insert(n);
+    nodes.push_back(n);
   }
   if (!down.empty())
     return refused(errc::failed_precondition, "check: not connected: " + down);
-  if (p.nodes.empty())
+  if (nodes.empty())
     return refused(errc::failed_precondition, "check: no node is connected");
-  for (const auto n : p.nodes)
-    to_agent(node_id{n}, node_check_request{p.id, named.empty() ? 1.0 : r.slow_factor});
-  spdlog::info("check {}: asking {} node(s){}", p.id, p.nodes.size(),
-               r.slow_factor > 1.0 ? " (drill: " + factor_text(r.slow_factor) + "x the work)" : "");
-  pending_check_ = std::move(p);
+  launch_check(std::move(nodes), named.empty() ? 1.0 : r.slow_factor, r.slow_only, std::pair{from.peer, from.actor}, r.id);
   return std::nullopt;
+}
+
+void supervisor_actor::launch_check(std::vector<std::uint32_t> nodes, double slow_factor, const std::string& slow_only,
+                                    std::optional<std::pair<transport::peer_id, std::string>> asker, std::uint64_t request) {
+  pending_check p;
+  p.asker = std::move(asker);
+  p.request = request;
+  p.id = ++next_check_id_;
+  p.deadline = ctx_->time->now() + check_deadline;
+  p.nodes = std::move(nodes);
+  p.waiting.insert(p.nodes.begin(), p.nodes.end());
+  for (const auto n : p.nodes)
+    to_agent(node_id{n}, node_check_request{p.id, slow_factor, slow_only});
+  spdlog::info("check {}: asking {} node(s){}{}", p.id, p.nodes.size(), p.asker ? "" : " (checks.every)",
+               slow_factor > 1.0 ? " (drill: " + factor_text(slow_factor) + "x the work" +
+                                       (slow_only.empty() ? "" : " of the " + slow_only + " check") + ")"
+                                 : "");
+  pending_check_ = std::move(p);
 }
 
 void supervisor_actor::on_node_check(const node_check_report& r) {
@@ -386,23 +412,34 @@ void supervisor_actor::on_node_check(const node_check_report& r) {
   node_checks_[r.node.value()] = r;
   if (!finished_)
     execute(policy_.on_node_checked(r.node, figures_of(r)));
-  if (pending_check_ && r.id == pending_check_->id) {
+  if (pending_check_ && !pending_check_->nodes_done && r.id == pending_check_->id) {
     pending_check_->waiting.erase(r.node.value());
     if (pending_check_->waiting.empty())
       finish_check(false);
   }
+  // The links, once every node has checked in for the first time.
+  if (!links_checked_once_ && !pending_check_ && !link_check_ && node_checks_.size() == ctx_->spec.nodes.size()) {
+    std::vector<std::uint32_t> all;
+    for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n)
+      if (agents_.contains(node_id{n}))
+        all.push_back(n);
+    if (all.size() == ctx_->spec.nodes.size()) {
+      links_checked_once_ = true;
+      (void)start_link_check(std::move(all));
+    }
+  }
 }
 
 void supervisor_actor::finish_check(bool timed_out) {
-  if (!pending_check_)
+  if (!pending_check_ || pending_check_->nodes_done)
     return;
-  const auto p = std::move(*pending_check_);
-  pending_check_.reset();
+  auto& p = *pending_check_;
   std::ostringstream text;
   text << "node  compute GFLOP/s  memory GB/s  disk MB/s  fsync ms  GPUs  verdict\n";
   json nodes = json::array();
   std::string missing;
   std::size_t failed = 0;
+  std::vector<std::uint32_t> reported;
   for (const auto n : p.nodes) {
     const auto& name = ctx_->spec.nodes[n].name;
     const auto it = node_checks_.find(n);
@@ -411,6 +448,7 @@ void supervisor_actor::finish_check(bool timed_out) {
       text << name << "  (no report within " << check_deadline.count() << " s)\n";
       continue;
     }
+    reported.push_back(n);
     const auto& c = it->second;
     const auto verdict = policy_.check_of(node_id{n});
     const bool passed = verdict && verdict->passed;
@@ -438,9 +476,28 @@ void supervisor_actor::finish_check(bool timed_out) {
   json j{{"nodes", nodes}, {"quarantined", failed}};
   if (!missing.empty())
     j["missing"] = missing;
-  auto reply = answered(text.str(), j.dump());
+  p.nodes_done = true;
+  p.text = text.str();
+  p.json = j.dump();
+  link_text_.clear();
+  link_json_.clear();
+  if (!start_link_check(std::move(reported)))
+    answer_check();
+}
+
+void supervisor_actor::answer_check() {
+  if (!pending_check_)
+    return;
+  const auto p = std::move(*pending_check_);
+  pending_check_.reset();
+  if (!p.asker)
+    return;
+  auto j = json::parse(p.json, nullptr, false);
+  if (!link_json_.empty())
+    j["links"] = json::parse(link_json_, nullptr, false);
+  auto reply = answered(p.text + link_text_, j.dump());
   reply.id = p.request;
-  ctx_->bridge->send(p.peer, "supervisor", p.actor, reply);
+  ctx_->bridge->send(p.asker->first, "supervisor", p.asker->second, reply);
 }
 
 }  // namespace rekindle::actors

@@ -633,7 +633,13 @@ void read_checks(context& ctx, const toml::table& root, spec& s) {
   c.min_memory = r.number("min_memory", c.min_memory, 0.0, 1.0);
   c.min_disk = r.number("min_disk", c.min_disk, 0.0, 1.0);
   c.disk_bytes = r.size("disk_bytes", c.disk_bytes, 4096, 1ull << 30);
+  c.min_link = r.number("min_link", c.min_link, 0.0, 1.0);
+  c.link_bytes = r.size("link_bytes", c.link_bytes, 4096, 256ull << 20);
+  c.every = r.duration("every", c.every, std::chrono::nanoseconds{0}, std::chrono::hours{24 * 7});
   r.finish();
+  if (c.every != std::chrono::nanoseconds{0} && c.every < std::chrono::seconds{5})
+    r.error("every", "a check every " + duration_to_string(c.every) +
+                         " would measure little else than itself: 0 (off) or from 5s up");
 }
 
 void read_stragglers(context& ctx, const toml::table& root, spec& s) {
@@ -940,7 +946,10 @@ std::string to_toml(const spec& s) {
     << "min_compute = " << toml_float(ck.min_compute) << "\n"
     << "min_memory = " << toml_float(ck.min_memory) << "\n"
     << "min_disk = " << toml_float(ck.min_disk) << "\n"
-    << "disk_bytes = " << quote(size_to_string(ck.disk_bytes)) << "\n";
+    << "disk_bytes = " << quote(size_to_string(ck.disk_bytes)) << "\n"
+    << "min_link = " << toml_float(ck.min_link) << "\n"
+    << "link_bytes = " << quote(size_to_string(ck.link_bytes)) << "\n"
+    << "every = " << quote(duration_to_string(ck.every)) << "\n";
   o << "\n[stragglers]\n"
     << "action = " << quote(s.stragglers.action) << "\n"
     << "threshold = " << toml_float(s.stragglers.threshold) << "\n"

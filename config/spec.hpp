@@ -199,6 +199,14 @@ struct checks_spec {
   double min_disk = 0.2;
   /// Bytes written and fsynced to the checkpoint directory by the disk check. Default: 16 MiB.
   std::uint64_t disk_bytes = 16ull << 20;
+  /// The link check: a probe slower than this fraction of the check's fastest probe is slow.
+  /// Default: 0.1.
+  double min_link = 0.1;
+  /// Bytes of each link probe (the fastest of 3 counts). Default: 4 MiB.
+  std::uint64_t link_bytes = 4ull << 20;
+  /// While the job runs, the whole check (nodes, then links) runs again this often; 0: only when
+  /// the nodes start and when `rekindle check` asks. Default: 0.
+  nanoseconds every{0};
 
   bool operator==(const checks_spec&) const = default;
 };

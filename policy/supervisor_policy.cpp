@@ -239,6 +239,8 @@ std::vector<policy_action> supervisor_policy::on_node_checked(node_id n, const n
   auto& node = nodes_[n.value()];
   const bool was_quarantined = quarantined(n).has_value();
   node.figures = figures;
+  if (was_quarantined && node.verdict->check == "link")
+    return out;  // its own figures do not clear its links: the next link check says
   node.verdict.reset();
   if (state_ == job_state::waiting_for_nodes) {
     maybe_leave_waiting(out);  // judges every node once the placement's have all reported
@@ -276,6 +278,20 @@ std::vector<policy_action> supervisor_policy::quarantine(node_id n, const std::s
                                "; it is not placed and not used as a spare until a check passes",
                            {}, n, v.fields});
   move_off_quarantined(out, n);
+  return out;
+}
+
+std::vector<policy_action> supervisor_policy::release(node_id n, const std::string& check, const std::string& why) {
+  std::vector<policy_action> out;
+  if (!quarantined(n) || nodes_[n.value()].verdict->check != check)
+    return out;
+  node_verdict v;
+  v.detail = why;
+  v.fields = {{"passed", check}};
+  nodes_[n.value()].verdict = v;
+  out.push_back(note_event{"node_released", config_.nodes[n.value()].name + " passed the " + check + " check: " + why +
+                                                "; its quarantine ends",
+                           {}, n, v.fields});
   return out;
 }
 

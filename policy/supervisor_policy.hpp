@@ -194,13 +194,16 @@ class supervisor_policy {
   /// job has left waiting_for_nodes the node is judged at once against the fleet's latest figures;
   /// before, every node is judged when the nodes of the placement have all reported. A node that
   /// fails is quarantined: never placed, never a spare, never a buddy; its ranks move to a spare or
-  /// the world shrinks. A quarantined node that passes a later check is released.
+  /// the world shrinks. A quarantined node that passes a later check is released, unless the
+  /// link check quarantined it: only a link check releases that (release()).
   std::vector<policy_action> on_node_checked(node_id n, const node_figures& figures);
   /// Quarantines node `n` for a reason found outside its check (`check`: what found it, e.g.
-  /// "straggler"; `why` with the figures): as a failed check, its ranks move to a spare or the world
-  /// shrinks, and it is released by a check that passes.
+  /// "straggler" or "link"; `why` with the figures): as a failed check, its ranks move to a spare
+  /// or the world shrinks, and it is released by a check that passes.
   std::vector<policy_action> quarantine(node_id n, const std::string& check, const std::string& why,
                                         std::vector<std::pair<std::string, std::string>> fields = {});
+  /// Releases node `n` when `check` quarantined it (`why`: what it passed since); nothing otherwise.
+  std::vector<policy_action> release(node_id n, const std::string& check, const std::string& why);
   /// Whether a spare could take a node's ranks now.
   [[nodiscard]] bool spare_available() const { return free_spare(placement_).has_value(); }
   /// Why node `n` is quarantined (the failed check with its figures), or nullopt.

@@ -219,6 +219,15 @@ class messenger::impl {
       drop_peer(it->second, std::move(why));
   }
 
+  void do_throttle(std::uint32_t node, double bytes_per_second, clock_type::time_point until) {
+    spdlog::warn("slow link drill: traffic to node {} limited to {:.1f} MB/s for {} ms", node, bytes_per_second / 1e6,
+                 std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count());
+    auto& t = throttles_[node];
+    t.bytes_per_second = bytes_per_second;
+    t.until = until;
+    t.next = std::max(t.next, clock_type::now());
+  }
+
   void do_cut_off(std::uint32_t node, clock_type::time_point until) {
     spdlog::warn("partition: traffic with node {} dropped for {} ms", node,
                  std::chrono::duration_cast<std::chrono::milliseconds>(until - clock_type::now()).count());
@@ -492,6 +501,68 @@ class messenger::impl {
     return false;
   }
 
+  // Slow link drills: node → the rate its frames leave at, until when, and what waits.
+  // Loop thread only.
+  struct held_frame {
+    peer_id to;
+    frame_header header;
+    shared_bytes payload;
+    std::function<void(status)> done;
+    clock_type::time_point leave;
+  };
+  struct throttle {
+    double bytes_per_second = 0;
+    clock_type::time_point until;
+    // When the link is free again: the last held frame's bytes have crossed it.
+    clock_type::time_point next;
+    std::deque<held_frame> queue;
+  };
+  std::map<std::uint32_t, throttle> throttles_;
+  static std::size_t encoded_size(std::size_t payload) noexcept { return frame_fixed_size + payload; }
+  bool is_throttled(std::uint32_t node) const {
+    const auto it = throttles_.find(node);
+    return it != throttles_.end() && clock_type::now() < it->second.until;
+  }
+  // A frame of `bytes` starts crossing the link when it is free and has crossed it `bytes` at the
+  // rate later: when it may leave.
+  static clock_type::time_point pace(throttle& t, std::size_t bytes) {
+    t.next = std::max(t.next, clock_type::now()) +
+             std::chrono::duration_cast<clock_type::duration>(
+                 std::chrono::duration<double>(static_cast<double>(bytes) / t.bytes_per_second));
+    return t.next;
+  }
+  // Sends the held frames whose time has come (all of them once the drill is over); returns true
+  // if one left, and lowers `wake` to when the next one may.
+  bool release_throttled(clock_type::time_point& wake) {
+    bool sent = false;
+    for (auto it = throttles_.begin(); it != throttles_.end();) {
+      auto& t = it->second;
+      const bool over = clock_type::now() >= t.until;
+      while (!t.queue.empty() && (over || clock_type::now() >= t.queue.front().leave)) {
+        auto f = std::move(t.queue.front());
+        t.queue.pop_front();
+        sent = true;
+        const auto p = peers_.find(f.to.value());
+        if (p == peers_.end() || p->second.state != peer_state::up) {
+          if (f.done)
+            defer([done = std::move(f.done), to = f.to] {
+              done(status{errc::peer_failed, "peer " + std::to_string(to.value()) + " is not connected"});
+            });
+          continue;
+        }
+        send_now(p->second, std::move(f.header), std::move(f.payload), std::move(f.done));
+      }
+      if (over && t.queue.empty()) {
+        spdlog::warn("slow link drill on node {} ends", it->first);
+        it = throttles_.erase(it);
+        continue;
+      }
+      wake = std::min(wake, t.queue.empty() ? t.until : std::min(t.queue.front().leave, t.until));
+      ++it;
+    }
+    return sent;
+  }
+
   // The loop: posted tasks, UCX progress, deferred callbacks, timers; poll while busy, else block.
   void run() {
     loop_thread_id_ = std::this_thread::get_id();
@@ -520,6 +591,9 @@ class messenger::impl {
       }
       if (poll_sockets(0))
         active = true;
+      auto wake = clock_type::time_point::max();
+      if (!throttles_.empty() && release_throttled(wake))
+        active = true;
       const auto now = clock_type::now();
       if (now >= next_tick) {
         tick(now);
@@ -539,7 +613,7 @@ class messenger::impl {
       const auto s = ucp_worker_arm(worker_->get());
       if (s == UCS_ERR_BUSY)
         continue;
-      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next_tick - clock_type::now());
+      const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::min(next_tick, wake) - clock_type::now());
       (void)poll_sockets(static_cast<int>(std::max<std::int64_t>(wait.count(), 0)));
     }
     close_all();
@@ -637,6 +711,11 @@ class messenger::impl {
   }
 
   void close_all() {
+    for (auto& [node, t] : throttles_)
+      for (auto& f : t.queue)
+        if (f.done)
+          defer([done = std::move(f.done)] { done(status{errc::aborted, "messenger shut down"}); });
+    throttles_.clear();
     while (!peers_.empty())
       drop_peer(peers_.begin()->second, status{errc::aborted, "messenger shut down"});
     const auto deadline = clock_type::now() + 2s;
@@ -665,6 +744,17 @@ class messenger::impl {
   }
 
   void send_frame(peer& p, frame_header h, shared_bytes payload, std::function<void(status)> done) {
+    if (p.state == peer_state::up && is_throttled(p.info.node)) {
+      // Held until its bytes would have crossed the link at its rate, behind those before it.
+      auto& t = throttles_[p.info.node];
+      const auto leave = pace(t, encoded_size(payload.size()));
+      t.queue.push_back(held_frame{p.info.id, std::move(h), std::move(payload), std::move(done), leave});
+      return;
+    }
+    send_now(p, std::move(h), std::move(payload), std::move(done));
+  }
+
+  void send_now(peer& p, frame_header h, shared_bytes payload, std::function<void(status)> done) {
     if (p.state == peer_state::up && is_cut(p.info.node)) {
       if (done)
         defer([done = std::move(done), node = p.info.node] {
@@ -1109,6 +1199,12 @@ void messenger::close(peer_id peer) {
 void messenger::cut_off(std::uint32_t node, std::chrono::nanoseconds duration) {
   const auto until = std::chrono::steady_clock::now() + duration;
   impl_->post([p = impl_.get(), node, until] { p->do_cut_off(node, until); });
+}
+
+void messenger::throttle(std::uint32_t node, double bytes_per_second, std::chrono::nanoseconds duration) {
+  RK_CHECK(bytes_per_second > 0, "a slow link drill needs a positive rate");
+  const auto until = std::chrono::steady_clock::now() + duration;
+  impl_->post([p = impl_.get(), node, bytes_per_second, until] { p->do_throttle(node, bytes_per_second, until); });
 }
 
 void messenger::post(std::function<void()> task) { impl_->post(std::move(task)); }

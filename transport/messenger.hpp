@@ -132,6 +132,11 @@ class messenger {
   /// and new ones cannot authenticate; then traffic flows again.
   void cut_off(std::uint32_t node, std::chrono::nanoseconds duration);
 
+  /// A slow link (fault drill): for `duration`, frames to processes of `node` leave at no more
+  /// than `bytes_per_second` (header included), in order, the rest waiting their turn; then they
+  /// flow at full speed again. Set at both ends, it slows the link both ways.
+  void throttle(std::uint32_t node, double bytes_per_second, std::chrono::nanoseconds duration);
+
   /// Counts a frame dropped by a layer above (e.g. drop_reason::stale_epoch).
   void count_drop(drop_reason r) noexcept;
 

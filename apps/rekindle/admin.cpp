@@ -439,6 +439,19 @@ CLI::App* add_confirmed(CLI::App& app, const confirmed_command& c, int& exit_cod
   return cmd;
 }
 
+// A drill's --for: a duration from 100ms to 1h, bound to `target`.
+void add_drill_duration(CLI::App* cmd, const std::shared_ptr<std::chrono::nanoseconds>& target, const std::string& help) {
+  cmd->add_option_function<std::string>(
+      "--for",
+      [target](const std::string& text) {
+        const auto d = parse_duration(text);
+        if (!d || *d < std::chrono::milliseconds{100} || *d > std::chrono::hours{1})
+          throw CLI::ValidationError("--for", "a duration from 100ms to 1h, not '" + text + "' (e.g. 5s, 500ms, 2m)");
+        *target = *d;
+      },
+      help);
+}
+
 // A required number argument within [lo, hi], bound to `target`; anything else is refused before
 // the supervisor is asked: "'x' is not <what>".
 template <class T>
@@ -600,15 +613,26 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
                               });
     cmd->add_option("node1", *node1, "One end")->required();
     cmd->add_option("node2", *node2, "The other end")->required();
-    cmd->add_option_function<std::string>(
-           "--for",
-           [duration](const std::string& text) {
-             const auto d = parse_duration(text);
-             if (!d || *d < std::chrono::milliseconds{100} || *d > std::chrono::hours{1})
-               throw CLI::ValidationError("--for", "a duration from 100ms to 1h, not '" + text + "' (e.g. 5s, 500ms, 2m)");
-             *duration = *d;
-           },
-           "How long, e.g. 5s, 500ms, 2m (default 10s)");
+    add_drill_duration(cmd, duration, "How long, e.g. 5s, 500ms, 2m (default 10s)");
+  }
+  {
+    auto node1 = std::make_shared<std::string>();
+    auto node2 = std::make_shared<std::string>();
+    auto rate = std::make_shared<double>(10.0);
+    auto duration = std::make_shared<std::chrono::nanoseconds>(std::chrono::seconds{60});
+    auto* cmd = add_confirmed(app,
+                              {"throttle",
+                               "Fault drill: the traffic between two nodes' daemons (replication, state transfers, "
+                               "link probes) carries at most RATE MB/s each way for a while, as over a degraded "
+                               "link; the link check names it (rekindle check)",
+                               "a slow link delays replication between the two nodes", nullptr},
+                              exit_code, [node1, node2, rate, duration] {
+                                return actors::admin_partition{0, *node1, *node2, duration->count(), *rate};
+                              });
+    cmd->add_option("node1", *node1, "One end")->required();
+    cmd->add_option("node2", *node2, "The other end")->required();
+    cmd->add_option("--rate", *rate, "MB/s each way, from 0.01 to 100000 (default 10)")->check(CLI::Range(0.01, 100000.0));
+    add_drill_duration(cmd, duration, "How long, e.g. 30s, 2m (default 60s)");
   }
   for (const bool pause : {true, false}) {
     auto o = std::make_shared<connection_options>();
@@ -652,12 +676,14 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
     auto o = std::make_shared<connection_options>();
     auto nodes = std::make_shared<std::vector<std::string>>();
     auto factor = std::make_shared<double>(1.0);
+    auto only = std::make_shared<std::string>();
     auto* cmd = app.add_subcommand(
         "check",
         "Run the pre-flight node check again and print each node's figures against the fleet's medians: GEMM "
-        "GFLOP/s, memory GB/s, checkpoint disk write + fsync, GPUs (docs/RUNTIME.md). A node that fails is "
-        "quarantined (its ranks move to a spare or the world shrinks; never a spare); a quarantined node that "
-        "passes is released. Exit status 1 when a node failed");
+        "GFLOP/s, memory GB/s, checkpoint disk write + fsync, GPUs; then the link check, the nodes probing each "
+        "other in pairs (docs/RUNTIME.md). A node that fails is quarantined (its ranks move to a spare or the "
+        "world shrinks; never a spare); a quarantined node that passes is released; a slow link is reported. "
+        "Exit status 1 when a node or a link failed");
     add_connection_options(cmd, *o);
     cmd->add_option("--nodes", *nodes, "Only these nodes, comma-separated (default: every connected node)")
         ->delimiter(',');
@@ -665,13 +691,20 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
                     "Fault drill: the named nodes' measurements do FACTOR times their work, as on hardware that much "
                     "slower (1 to 100; needs --nodes)")
         ->check(CLI::Range(1.0, 100.0));
-    cmd->callback([o, nodes, factor, &exit_code] {
+    cmd->add_option("--drill-only", *only, "The drill slows only this measurement: compute, memory or disk")
+        ->check(CLI::IsMember({"compute", "memory", "disk"}));
+    cmd->callback([o, nodes, factor, only, &exit_code] {
       if (*factor > 1.0 && nodes->empty()) {
         std::cerr << "rekindle: check: --drill-slow needs --nodes (the nodes to slow)\n";
         exit_code = 2;
         return;
       }
-      const actors::admin_check request{0, *nodes, *factor};
+      if (!only->empty() && *factor == 1.0) {
+        std::cerr << "rekindle: check: --drill-only needs --drill-slow (how much slower)\n";
+        exit_code = 2;
+        return;
+      }
+      const actors::admin_check request{0, *nodes, *factor, *only};
       // Each node measures for about a second; the supervisor answers within 60 s.
       const auto r = call_with(
           *o, [&](actors::admin_client& client) { return client.call(request, std::chrono::seconds{90}); }, nullptr);
@@ -681,7 +714,9 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
       }
       std::cout << (o->json ? r.json : r.text) << (o->json ? "\n" : "");
       const auto j = nlohmann::json::parse(r.json, nullptr, false);
-      exit_code = j.is_object() && j.value("quarantined", 0) == 0 && !j.contains("missing") ? 0 : 1;
+      const bool links_ok = !j.is_object() || !j.contains("links") || !j["links"].is_object() ||
+                            j["links"].value("verdicts", nlohmann::json::array()).empty();
+      exit_code = j.is_object() && j.value("quarantined", 0) == 0 && !j.contains("missing") && links_ok ? 0 : 1;
     });
   }
   add_confirmed(app, {"stop", "Stop the job: every rank ends, state is kept", "stop is destructive", nullptr}, exit_code,

@@ -30,6 +30,7 @@ const std::map<std::string, std::string, std::less<>>& destructive() {
       {"slow", "hold back every rank of the job"},
       {"fail", "kill the node's daemon and every rank on it"},
       {"partition", "cut the two nodes off from each other"},
+      {"throttle", "slow the link between the two nodes"},
       {"drain", "move every rank off the node"},
       {"scale", "restart every rank in a world of a new size"},
       {"rebalance", "restart the epoch with new micro-batch shares"},
@@ -100,7 +101,7 @@ std::vector<std::string> candidates_for(const std::vector<std::string>& before, 
     refresh_names();
     return completion().ranks;
   }
-  if ((last == "node" && before.size() == 2) || (before[0] == "partition" && before.size() == 2)) {
+  if ((last == "node" && before.size() == 2) || ((before[0] == "partition" || before[0] == "throttle") && before.size() == 2)) {
     refresh_names();
     return completion().nodes;
   }
@@ -110,7 +111,7 @@ std::vector<std::string> candidates_for(const std::vector<std::string>& before, 
       return {"rank"};
     if (c == "fail" || c == "drain")
       return {"node"};
-    if (c == "partition") {
+    if (c == "partition" || c == "throttle") {
       refresh_names();
       return completion().nodes;
     }

@@ -83,5 +83,67 @@ TEST(check, every_node_passes_preflight_and_a_node_slowed_by_a_drill_is_quaranti
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+std::string node_detail(const nlohmann::json& status, const std::string& node) {
+  for (const auto& n : status.value("nodes", nlohmann::json::array()))
+    if (n.value("name", "") == node)
+      return n.value("check_detail", "");
+  return "(no node)";
+}
+
+TEST(check, a_throttled_link_is_named_by_the_link_check_and_a_node_slow_on_every_link_is_quarantined) {
+  testing::local_cluster c{{.nodes = 4, .ranks_per_node = 1, .steps = 100000, .persist_every = 0}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(3, 120s)) << c.log("n0");
+
+  auto r = c.admin({"throttle", "n2", "n2", "--yes"});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("no link to itself"), std::string::npos) << r.err;
+  // 10 MB/s: a 4 MiB probe takes 0.4 s, where loopback takes a few ms.
+  r = c.admin({"throttle", "n2", "n3", "--rate", "10", "--for", "10m", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Each check turns the pairing by one: within three checks n2 and n3 are paired, their ends
+  // re-paired with fast nodes, and the link named; never a node.
+  bool named = false;
+  for (int i = 0; i < 3 && !named; ++i) {
+    r = c.admin({"check", "--json"});
+    const auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("links")) << r.out << r.err;
+    for (const auto& v : j["links"]["verdicts"]) {
+      if (v.value("verdict", "") == "link" && v.value("node", "") == "n2" && v.value("peer", "") == "n3") {
+        named = true;
+        EXPECT_LT(v.value("mbps", 1e9), 11.0) << v.dump();
+      } else {
+        ADD_FAILURE() << "unexpected verdict " << v.dump();
+      }
+    }
+    EXPECT_EQ(r.exit_code, named ? 1 : 0) << r.out;
+  }
+  EXPECT_TRUE(named) << r.out;
+  auto st = c.status();
+  EXPECT_EQ(node_check(st, "n2"), "passed") << st.dump(2);
+  EXPECT_EQ(node_check(st, "n3"), "passed") << st.dump(2);
+
+  // The drill ends; n1 is slow on every link instead: the check quarantines n1, its rank leaves.
+  r = c.admin({"throttle", "n2", "n3", "--rate", "100000", "--for", "100ms", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* peer : {"n0", "n2", "n3"}) {
+    r = c.admin({"throttle", "n1", peer, "--rate", "10", "--for", "10m", "--yes"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  r = c.admin({"check"});
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("n1 is slow on every link"), std::string::npos) << r.out;
+  ASSERT_TRUE(c.wait_for(
+      [](const nlohmann::json& s) {
+        return node_check(s, "n1") == "quarantined" && ranks_avoid(s, "n1") && s.value("state", "") == "running";
+      },
+      90s))
+      << c.status().dump(2);
+  EXPECT_NE(node_detail(c.status(), "n1").find("every link"), std::string::npos) << c.status().dump(2);
+  ASSERT_TRUE(c.wait_step(c.status()["step"].get<std::uint64_t>() + 3, 60s)) << "training goes on\n" << c.log("n0");
+  r = c.admin({"stop", "--yes"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
 }  // namespace
 }  // namespace rekindle

@@ -286,5 +286,32 @@ TEST(messenger, a_partition_drops_traffic_both_ways_until_it_heals) {
   EXPECT_EQ(srv.frames[0].header.type, 9);
 }
 
+TEST(messenger, a_slow_link_drill_paces_frames_in_order_then_lets_them_flow) {
+  connected_pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(p));
+  auto& [srv, cli, server, client, peer] = p;
+  // 10 frames of 100 kB at 200 kB/s: 4.5 s at least, where loopback takes milliseconds.
+  client->throttle(1, 2e5, 60s);
+  std::this_thread::sleep_for(50ms);  // the drill is posted to the loop
+  const auto start = std::chrono::steady_clock::now();
+  for (std::uint16_t i = 0; i < 10; ++i)
+    client->send(peer.id, make_frame(static_cast<std::uint16_t>(10 + i), std::vector<std::byte>(100000)));
+  ASSERT_TRUE(srv.wait([&] { return srv.frames.size() == 10; }));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 4s);
+  for (std::uint16_t i = 0; i < 10; ++i)
+    EXPECT_EQ(srv.frames[i].header.type, 10 + i);
+  // The other direction is not the drilled one: it is not held back.
+  EXPECT_TRUE(srv.down.empty());
+  // A drill ends: what follows is not held.
+  client->throttle(1, 2e5, 1ms);
+  std::this_thread::sleep_for(100ms);
+  const auto again = std::chrono::steady_clock::now();
+  for (std::uint16_t i = 0; i < 10; ++i)
+    client->send(peer.id, make_frame(40, std::vector<std::byte>(100000)));
+  ASSERT_TRUE(srv.wait([&] { return srv.frames.size() == 20; }));
+  EXPECT_LT(std::chrono::steady_clock::now() - again, 3s);
+}
+
 }  // namespace
 }  // namespace rekindle::transport

@@ -123,6 +123,14 @@ TEST_F(system_fixture, every_message_type_round_trips) {
   EXPECT_EQ(round_trip(admin_kill{3, rank_id{2}, 15}).signal, 15);
   EXPECT_EQ(round_trip(admin_drill{3, rank_id{2}, drill_kind::slow, 2.5}).factor, 2.5);
   EXPECT_EQ(round_trip(admin_partition{3, "n0", "n1", 4000000000}).duration_ns, 4000000000);
+  EXPECT_EQ(round_trip(admin_partition{3, "n0", "n1", 4000000000, 12.5}).mbps, 12.5);
+  EXPECT_EQ(round_trip(partition_request{node_id{2}, 5, 1e7}).bytes_per_second, 1e7);
+  EXPECT_EQ(round_trip(link_probe_request{9, node_id{3}, "h:2", 4096, 3}).address, "h:2");
+  EXPECT_EQ(round_trip(link_probe_ack{9, 2, 4096}).bytes, 4096u);
+  const auto link = round_trip(link_report{9, node_id{1}, node_id{3}, 0, "no answer"});
+  EXPECT_EQ(link.peer, node_id{3});
+  EXPECT_EQ(link.error, "no answer");
+  EXPECT_EQ(round_trip(admin_check{3, {"n1"}, 10, "disk"}).slow_only, "disk");
   EXPECT_TRUE(round_trip(admin_status{3, true}).full);
   EXPECT_EQ(round_trip(admin_events{3, 77}).after, 77u);
   EXPECT_EQ(round_trip(admin_checkpoint_now{3}).id, 3u);

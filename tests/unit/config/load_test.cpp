@@ -107,6 +107,27 @@ TEST(config, the_node_check_has_defaults_and_its_limits_are_fractions) {
   EXPECT_EQ(e.field, "checks.preflight");
 }
 
+TEST(config, the_link_check_and_the_periodic_check) {
+  temp_dir dir;
+  auto r = parse_in(dir, two_nodes);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_DOUBLE_EQ(r.value->checks.min_link, 0.1);
+  EXPECT_EQ(r.value->checks.link_bytes, 4u << 20);
+  EXPECT_EQ(r.value->checks.every, std::chrono::nanoseconds{0});
+  r = parse_in(dir, std::string{two_nodes} + "\n[checks]\nmin_link = 0.05\nlink_bytes = \"1MiB\"\nevery = \"30s\"\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_DOUBLE_EQ(r.value->checks.min_link, 0.05);
+  EXPECT_EQ(r.value->checks.link_bytes, 1u << 20);
+  EXPECT_EQ(r.value->checks.every, std::chrono::seconds{30});
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\nevery = \"2s\"\n"));
+  EXPECT_EQ(e.field, "checks.every");
+  EXPECT_NE(e.message.find("from 5s up"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\nlink_bytes = \"1GiB\"\n"));
+  EXPECT_EQ(e.field, "checks.link_bytes");
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\nmin_link = -1\n"));
+  EXPECT_EQ(e.field, "checks.min_link");
+}
+
 TEST(config, the_straggler_action_is_one_of_three) {
   temp_dir dir;
   auto r = parse_in(dir, std::string{two_nodes} + "\n[stragglers]\naction = \"replace\"\nwindow = 8\n");

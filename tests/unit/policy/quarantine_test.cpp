@@ -37,6 +37,15 @@ bool places(const std::vector<rank_slot>& placement, std::uint32_t node) {
   return std::any_of(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.node.value() == node; });
 }
 
+// Every node up and every rank ready: the job runs.
+void start_running(supervisor_policy& p, std::uint32_t nodes) {
+  for (std::uint32_t n = 0; n < nodes; ++n)
+    (void)p.on_node_up(node_id{n});
+  for (const auto& s : p.placement())
+    (void)p.on_rank_ready(s.rank, p.epoch());
+  ASSERT_EQ(p.state(), job_state::running);
+}
+
 TEST(quarantine, with_preflight_no_rank_is_placed_before_the_nodes_passed_their_checks) {
   fake_clock clock;
   supervisor_policy p{preflight(2, false), clock};
@@ -150,11 +159,7 @@ TEST(quarantine, a_quarantined_node_holds_no_buddy_replicas) {
 TEST(quarantine, a_node_quarantined_as_a_stragglers_moves_its_ranks_to_the_spare_until_a_check_passes) {
   fake_clock clock;
   supervisor_policy p{testing::small_cluster(2, true), clock};
-  for (std::uint32_t n = 0; n < 3; ++n)
-    (void)p.on_node_up(node_id{n});
-  for (const auto& s : p.placement())
-    (void)p.on_rank_ready(s.rank, p.epoch());
-  ASSERT_EQ(p.state(), job_state::running);
+  ASSERT_NO_FATAL_FAILURE(start_running(p, 3));
   EXPECT_TRUE(p.spare_available());
   auto a = p.quarantine(node_id{1}, "straggler", "rank 2 computes 4.00x as long as the others", {{"ratio", "4.00"}});
   const auto q = notes(a, "node_quarantined");
@@ -169,6 +174,25 @@ TEST(quarantine, a_node_quarantined_as_a_stragglers_moves_its_ranks_to_the_spare
   EXPECT_EQ(notes(a, "node_released").size(), 1u);
   EXPECT_FALSE(p.quarantined(node_id{1}));
   EXPECT_FALSE(places(p.placement(), 1)) << "released, not placed: a worker node takes ranks again through scale";
+}
+
+TEST(quarantine, a_node_quarantined_by_the_link_check_is_released_only_by_a_link_check) {
+  fake_clock clock;
+  supervisor_policy p{testing::small_cluster(2, true), clock};
+  ASSERT_NO_FATAL_FAILURE(start_running(p, 3));
+  auto a = p.quarantine(node_id{1}, "link", "n1 is slow on every link", {{"mbps", "9.8"}});
+  ASSERT_EQ(notes(a, "node_quarantined").size(), 1u);
+  EXPECT_FALSE(places(p.placement(), 1));
+  // Its own figures are fine, but they say nothing of its links.
+  a = p.on_node_checked(node_id{1}, healthy());
+  EXPECT_TRUE(notes(a, "node_released").empty());
+  EXPECT_TRUE(p.quarantined(node_id{1}));
+  EXPECT_TRUE(p.release(node_id{1}, "compute", "passed").empty()) << "not what quarantined it";
+  a = p.release(node_id{1}, "link", "its links are fast again");
+  ASSERT_EQ(notes(a, "node_released").size(), 1u);
+  EXPECT_NE(notes(a, "node_released")[0].detail.find("passed the link check"), std::string::npos);
+  EXPECT_FALSE(p.quarantined(node_id{1}));
+  EXPECT_TRUE(p.release(node_id{1}, "link", "again").empty()) << "not quarantined";
 }
 
 }  // namespace
