@@ -43,7 +43,8 @@ std::uint64_t config_hash(const config::spec& s) {
 supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store,
                                    std::int64_t term)
     : caf::event_based_actor(cfg),
-      stragglers_(policy::straggler_options{ctx->spec.stragglers.window, ctx->spec.stragglers.threshold, 0.9}),
+      stragglers_(policy::straggler_options{ctx->spec.stragglers.window, ctx->spec.stragglers.threshold, 0.9,
+                                            ctx->spec.stragglers.span}),
       ctx_(ctx),
       term_(term),
       store_(std::move(store)),

@@ -139,6 +139,9 @@ class supervisor_actor : public caf::event_based_actor {
   std::string link_text_;
   std::string link_json_;
   std::optional<clock::time_point> next_periodic_check_;
+  /// No straggler is scored from progress arriving before then: a node check's measurements take
+  /// the cores the ranks run on (set while the nodes measure, and a few seconds after).
+  std::optional<clock::time_point> unscored_until_;
   /// The latest check of each node (by node index), as reported.
   std::map<std::uint32_t, node_check_report> node_checks_;
   /// The operator's `check` waiting for its nodes' reports.

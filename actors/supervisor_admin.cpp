@@ -339,6 +339,7 @@ admin_reply supervisor_actor::on_admin(const admin_stop& r) {
 namespace {
 
 constexpr auto check_deadline = std::chrono::seconds{60};
+constexpr auto unscored_after_check = std::chrono::seconds{5};
 
 std::string figure_text(double v, int decimals) {
   char buf[48];
@@ -399,6 +400,7 @@ void supervisor_actor::launch_check(std::vector<std::uint32_t> nodes, double slo
   p.waiting.insert(p.nodes.begin(), p.nodes.end());
   for (const auto n : p.nodes)
     to_agent(node_id{n}, node_check_request{p.id, slow_factor, slow_only});
+  unscored_until_ = p.deadline;
   spdlog::info("check {}: asking {} node(s){}{}", p.id, p.nodes.size(), p.asker ? "" : " (checks.every)",
                slow_factor > 1.0 ? " (drill: " + factor_text(slow_factor) + "x the work" +
                                        (slow_only.empty() ? "" : " of the " + slow_only + " check") + ")"
@@ -409,9 +411,18 @@ void supervisor_actor::launch_check(std::vector<std::uint32_t> nodes, double slo
 void supervisor_actor::on_node_check(const node_check_report& r) {
   if (r.node.value() >= ctx_->spec.nodes.size())
     return;
-  node_checks_[r.node.value()] = r;
+  auto kept = r;
+  // checks.every: compute and memory, measured on cores the ranks share (and the other nodes'
+  // checks, on a machine that holds several), would judge the training, not the node; they keep
+  // the figures of the last check made at the start or by an operator.
+  const bool periodic = pending_check_ && !pending_check_->asker && r.id == pending_check_->id;
+  if (const auto before = node_checks_.find(r.node.value()); periodic && before != node_checks_.end()) {
+    kept.gemm_gflops = before->second.gemm_gflops;
+    kept.memory_gbps = before->second.memory_gbps;
+  }
+  node_checks_[r.node.value()] = kept;
   if (!finished_)
-    execute(policy_.on_node_checked(r.node, figures_of(r)));
+    execute(policy_.on_node_checked(r.node, figures_of(kept)));
   if (pending_check_ && !pending_check_->nodes_done && r.id == pending_check_->id) {
     pending_check_->waiting.erase(r.node.value());
     if (pending_check_->waiting.empty())
@@ -477,6 +488,8 @@ void supervisor_actor::finish_check(bool timed_out) {
   if (!missing.empty())
     j["missing"] = missing;
   p.nodes_done = true;
+  // Progress from the steps the check slowed still arrives for a while (agents batch it).
+  unscored_until_ = ctx_->time->now() + unscored_after_check;
   p.text = text.str();
   p.json = j.dump();
   link_text_.clear();

@@ -39,7 +39,10 @@ void supervisor_actor::measure_speed(const progress_report& p) {
 void supervisor_actor::score_straggler(const progress_report& p) {
   if (p.compute_ns <= 0 || p.rank.value() >= shares_.size() || shares_[p.rank.value()] == 0)
     return;
-  stragglers_.add(p.rank, std::chrono::nanoseconds{p.compute_ns / shares_[p.rank.value()]});
+  if (unscored_until_ && ctx_->time->now() < *unscored_until_)
+    return;
+  stragglers_.add(p.rank, std::chrono::nanoseconds{p.compute_ns / shares_[p.rank.value()]},
+                  ctx_->time->now().time_since_epoch());
 }
 
 void supervisor_actor::check_stragglers() {

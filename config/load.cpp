@@ -648,6 +648,7 @@ void read_stragglers(context& ctx, const toml::table& root, spec& s) {
   g.action = r.string("action", g.action);
   g.threshold = r.number("threshold", g.threshold, 1.05, 10.0);
   g.window = r.integer<std::uint32_t>("window", g.window, 5, 1000);
+  g.span = r.duration("span", g.span, std::chrono::nanoseconds{0}, std::chrono::minutes{10});
   r.finish();
   if (g.action != "report" && g.action != "rebalance" && g.action != "replace")
     r.error("action", "'" + g.action + "' is not an action: report, rebalance or replace");
@@ -953,7 +954,8 @@ std::string to_toml(const spec& s) {
   o << "\n[stragglers]\n"
     << "action = " << quote(s.stragglers.action) << "\n"
     << "threshold = " << toml_float(s.stragglers.threshold) << "\n"
-    << "window = " << s.stragglers.window << "\n";
+    << "window = " << s.stragglers.window << "\n"
+    << "span = " << quote(duration_to_string(s.stragglers.span)) << "\n";
   o << "\n[security]\n"
     << "token_file = " << quote(s.security.token_file.string()) << "\n"
     << "readonly_token_file = " << quote(s.security.readonly_token_file.string()) << "\n";

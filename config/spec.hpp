@@ -222,6 +222,10 @@ struct stragglers_spec {
   double threshold = 1.25;
   /// Steps in each rank's window (its median is over these). Default: 20.
   std::uint32_t window = 20;
+  /// The window spans at least this much time as well (more steps when they are short), so that
+  /// the machine's noise (another process on the cores for a few hundred ms) is a minority of
+  /// every window. Default: 2s.
+  nanoseconds span = std::chrono::seconds{2};
 
   bool operator==(const stragglers_spec&) const = default;
 };

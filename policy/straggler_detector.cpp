@@ -20,22 +20,20 @@ std::int64_t median(std::vector<std::int64_t> v) {
 void straggler_detector::restart() {
   for (auto& [r, w] : ranks_) {
     w.samples.clear();
-    w.next = 0;
     w.full = false;
   }
 }
 
-void straggler_detector::add(rank_id r, std::chrono::nanoseconds per_micro_batch) {
+void straggler_detector::add(rank_id r, std::chrono::nanoseconds per_micro_batch, std::chrono::nanoseconds at) {
   if (per_micro_batch.count() <= 0 || options_.window == 0)
     return;
   auto& w = ranks_[r];
-  if (w.samples.size() < options_.window) {
-    w.samples.push_back(per_micro_batch.count());
-  } else {
-    w.samples[w.next] = per_micro_batch.count();
-  }
-  w.next = (w.next + 1) % options_.window;
-  w.full = w.samples.size() == options_.window;
+  w.samples.emplace_back(at.count(), per_micro_batch.count());
+  const auto spans = [&](std::size_t from) { return at.count() - w.samples[from].first >= options_.span.count(); };
+  // Drop the oldest while the rest still holds `window` samples over `span`.
+  while (w.samples.size() > options_.window && (spans(1) || w.samples.size() > std::max(options_.max_samples, options_.window)))
+    w.samples.pop_front();
+  w.full = w.samples.size() >= options_.window && spans(0);
 }
 
 void straggler_detector::forget(rank_id r) { ranks_.erase(r); }
@@ -44,8 +42,13 @@ std::vector<straggler_detector::finding> straggler_detector::evaluate() {
   std::vector<finding> out;
   std::vector<std::pair<rank_id, std::int64_t>> medians;
   for (const auto& [r, w] : ranks_)
-    if (w.full)
-      medians.emplace_back(r, median(w.samples));
+    if (w.full) {
+      std::vector<std::int64_t> values;
+      values.reserve(w.samples.size());
+      for (const auto& [at, v] : w.samples)
+        values.push_back(v);
+      medians.emplace_back(r, median(std::move(values)));
+    }
   if (medians.size() < 3)
     return out;
   std::vector<std::int64_t> all;

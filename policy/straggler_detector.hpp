@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
@@ -21,6 +22,10 @@ struct straggler_options {
   double threshold = 1.25;
   /// A straggler is cleared once its ratio falls below threshold × this (hysteresis).
   double clear_fraction = 0.9;
+  /// The window also spans at least this much time (the samples' `at`): with short steps it holds
+  /// more of them, at most max_samples, so that a burst of noise is a minority of it.
+  std::chrono::nanoseconds span{0};
+  std::size_t max_samples = 4096;
 };
 
 class straggler_detector {
@@ -29,8 +34,9 @@ class straggler_detector {
 
   /// A new epoch: every window starts empty; flags stay (a slow node stays slow).
   void restart();
-  /// Rank r's compute time for one micro-batch in its latest step.
-  void add(rank_id r, std::chrono::nanoseconds per_micro_batch);
+  /// Rank r's compute time for one micro-batch in its latest step, reported at `at` (any clock's
+  /// time since its epoch; only differences count).
+  void add(rank_id r, std::chrono::nanoseconds per_micro_batch, std::chrono::nanoseconds at = {});
   /// Forgets rank r (it left the job).
   void forget(rank_id r);
 
@@ -52,8 +58,8 @@ class straggler_detector {
 
  private:
   struct rank_window {
-    std::vector<std::int64_t> samples;  // a ring of `window`
-    std::size_t next = 0;
+    /// (at, ns), oldest first.
+    std::deque<std::pair<std::int64_t, std::int64_t>> samples;
     bool full = false;
     bool flagged = false;
     std::optional<double> ratio;

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <random>
 
 #include "policy/straggler_detector.hpp"
@@ -40,6 +41,45 @@ TEST(straggler_detector, a_healthy_noisy_fleet_raises_no_alarm) {
     ASSERT_TRUE(f.step(d).empty()) << "false alarm at step " << s;
   for (std::uint32_t r = 0; r < 8; ++r)
     EXPECT_FALSE(d.flagged(rank_id{r}));
+}
+
+TEST(straggler_detector, with_a_span_a_burst_of_noise_on_one_rank_is_a_minority_of_its_window) {
+  // Steps of 3 ms (fake clock), a window of 20 steps and 2 s: one rank loses its core for 400 ms
+  // (every step 3x as long), which fills a 20-step window but not a 2 s one.
+  for (const auto span : {0ns, std::chrono::nanoseconds{2s}}) {
+    straggler_detector d{straggler_options{.window = 20, .threshold = 1.25, .clear_fraction = 0.9, .span = span}};
+    std::chrono::nanoseconds now{0};
+    bool alarm = false;
+    bool scored = false;
+    for (int s = 0; s < 3000; ++s) {
+      now += 3ms;
+      const bool burst = now >= 4s && now < 4400ms;
+      for (std::uint32_t r = 0; r < 4; ++r)
+        d.add(rank_id{r}, r == 1 && burst ? 9ms : 3ms, now);
+      for (const auto& x : d.evaluate())
+        alarm = alarm || x.straggler;
+      scored = scored || d.ratio(rank_id{0}).has_value();
+      if (span > 0ns && now < 2s) {
+        ASSERT_FALSE(d.ratio(rank_id{0})) << "scored before its window spans 2 s";
+      }
+    }
+    EXPECT_TRUE(scored);
+    EXPECT_EQ(alarm, span == 0ns) << "span " << span.count();
+  }
+  // A rank that stays slow is still named, once it is slow for most of the span.
+  straggler_detector d{straggler_options{.window = 20, .threshold = 1.25, .clear_fraction = 0.9, .span = 2s}};
+  std::chrono::nanoseconds now{0};
+  std::optional<std::chrono::nanoseconds> named;
+  for (int s = 0; s < 3000 && !named; ++s) {
+    now += 3ms;
+    for (std::uint32_t r = 0; r < 4; ++r)
+      d.add(rank_id{r}, r == 2 && now >= 4s ? std::chrono::nanoseconds{3900us} : 3ms, now);
+    for (const auto& x : d.evaluate())
+      if (x.straggler && x.rank == rank_id{2})
+        named = now - 4s;
+  }
+  ASSERT_TRUE(named);
+  EXPECT_LE(*named, 1100ms);
 }
 
 TEST(straggler_detector, a_rank_slowed_1_3x_or_2x_is_named_within_a_window_and_cleared_when_it_recovers) {
