@@ -338,7 +338,8 @@ caf::behavior supervisor_actor::make_behavior() {
         if (link_check_ && now >= link_check_->deadline)
           end_link_round(true);
         // checks.every: the whole check again, while the job runs.
-        if (const auto every = ctx_->spec.checks.every; every.count() > 0 && !finished_ && links_checked_once_) {
+        if (const auto every = ctx_->spec.checks.every; every.count() > 0 && !finished_ &&
+                                                             node_checks_.size() == ctx_->spec.nodes.size()) {
           if (!next_periodic_check_) {
             next_periodic_check_ = now + every;
           } else if (now >= *next_periodic_check_ && !pending_check_ && !link_check_) {

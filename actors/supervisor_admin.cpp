@@ -428,17 +428,6 @@ void supervisor_actor::on_node_check(const node_check_report& r) {
     if (pending_check_->waiting.empty())
       finish_check(false);
   }
-  // The links, once every node has checked in for the first time.
-  if (!links_checked_once_ && !pending_check_ && !link_check_ && node_checks_.size() == ctx_->spec.nodes.size()) {
-    std::vector<std::uint32_t> all;
-    for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n)
-      if (agents_.contains(node_id{n}))
-        all.push_back(n);
-    if (all.size() == ctx_->spec.nodes.size()) {
-      links_checked_once_ = true;
-      (void)start_link_check(std::move(all));
-    }
-  }
 }
 
 void supervisor_actor::finish_check(bool timed_out) {

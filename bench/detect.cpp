@@ -189,8 +189,12 @@ class campaign {
     return r;
   }
 
-  // The job running with every rank placed and stepping; the events so far consumed.
+  // The job running with every rank placed and stepping; the events so far consumed. A node
+  // released from quarantine is not placed again by itself: the world is scaled back to 4.
   bool settle() {
+    (void)cluster_->wait_for([](const json& s) { return s.value("state", "") == "running"; }, 120s);
+    if (cluster_->status().value("world", 0) < 4)
+      (void)admin({"scale", "4", "--yes"});
     const bool ok = cluster_->wait_for(
         [](const json& s) { return s.value("state", "") == "running" && s.value("world", 0) == 4; }, 120s);
     if (ok)
