@@ -134,7 +134,6 @@ class supervisor_actor : public caf::event_based_actor {
   std::optional<link_check_run> link_check_;
   /// Each link check turns the pairing by one (every link is probed once in n-1 checks).
   std::uint64_t link_rotation_ = 0;
-  bool links_checked_once_ = false;
   /// The latest link check's table and JSON, for the pending check's answer.
   std::string link_text_;
   std::string link_json_;

@@ -74,7 +74,6 @@ void supervisor_actor::end_link_round(bool timed_out) {
 void supervisor_actor::finish_link_check() {
   const auto run = std::move(*link_check_);
   link_check_.reset();
-  links_checked_once_ = true;
   const auto& s = run.screen;
   const auto name = [&](std::uint32_t n) { return ctx_->spec.nodes[n].name; };
   const auto ref = s.reference();
