@@ -233,11 +233,17 @@ struct progress_report {
   /// From the end of the rank's previous step (its own start for the first of an epoch) to the
   /// end of this one: the loop's period, with the previous snapshot and report in it.
   std::int64_t step_ns = 0;
+  /// Forward and backward passes (wall time; a slowed rank's drill included).
   std::int64_t compute_ns = 0;
   std::int64_t communication_ns = 0;
   /// Training stall of the snapshot taken after this step (0 when none).
   std::int64_t snapshot_ns = 0;
   std::uint64_t tokens = 0;
+  /// Filling the step's batches (the data pipeline), outside compute_ns; 0 when not known.
+  std::int64_t data_ns = 0;
+  /// The CPU time of the thread in compute_ns when it computes on the host (the drill's extra
+  /// included), the figure stragglers are scored on; 0 when a device computes or it is not known.
+  std::int64_t compute_cpu_ns = 0;
 };
 
 /// An agent's batch of progress reports, all of `epoch`.
@@ -546,7 +552,7 @@ RK_INSPECT(rank_exited, x.epoch, x.rank, x.node, x.exit_code, x.signal, x.detail
 RK_INSPECT(rank_completed, x.epoch, x.rank, x.node)
 RK_INSPECT(rank_trouble, x.epoch, x.rank, x.node, x.unresponsive, x.detail)
 RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.compute_ns, x.communication_ns, x.snapshot_ns,
-           x.tokens)
+           x.tokens, x.data_ns, x.compute_cpu_ns)
 RK_INSPECT(progress_batch, x.epoch, x.node, x.reports)
 RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.connect_ns, x.restore_ns)
 RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)

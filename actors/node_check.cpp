@@ -1,7 +1,6 @@
 #include "actors/node_check.hpp"
 
 #include <fcntl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <system_error>
 #include <vector>
 
+#include "common/clock.hpp"
 #include "common/gpu_plugin.hpp"
 #include "config/spec.hpp"
 #include "kernels/cpu_ops.hpp"
@@ -25,11 +25,7 @@ constexpr int rounds = 5;
 // CPU time one round of the compute check lasts at least.
 constexpr double round_seconds = 0.02;
 
-double thread_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
+double thread_cpu_seconds() { return to_seconds(thread_cpu_time()); }
 
 double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

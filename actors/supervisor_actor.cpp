@@ -437,6 +437,9 @@ caf::behavior supervisor_actor::make_behavior() {
           s.loss = p.loss;
           s.step_ns = p.step_ns;
           s.compute_ns = p.compute_ns;
+          s.compute_cpu_ns = p.compute_cpu_ns;
+          s.communication_ns = p.communication_ns;
+          s.data_ns = p.data_ns;
           s.state = "training";
           measure_speed(p);
           score_straggler(p);
@@ -595,6 +598,10 @@ std::string supervisor_actor::status_json(bool full) const {
     v.step = s.step;
     v.step_time_s = seconds(s.step_ns);
     v.compute_time_s = seconds(s.compute_ns);
+    if (s.compute_cpu_ns > 0)
+      v.compute_cpu_time_s = seconds(s.compute_cpu_ns);
+    v.communication_time_s = seconds(s.communication_ns);
+    v.data_time_s = seconds(s.data_ns);
     if (r.value() < shares_.size())
       v.micro_batches = shares_[r.value()];
     if (const auto it = slot_speed_.find({s.node, s.local_index}); it != slot_speed_.end())

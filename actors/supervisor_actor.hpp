@@ -50,8 +50,12 @@ class supervisor_actor : public caf::event_based_actor {
     std::uint64_t step = 0;
     double loss = 0;
     std::int64_t step_ns = 0;
-    /// Forward and backward passes of the last step (a slowed rank's included).
+    /// Forward and backward passes of the last step (a slowed rank's included), its thread's CPU
+    /// time in them (0: a device computes), collectives, filling batches.
     std::int64_t compute_ns = 0;
+    std::int64_t compute_cpu_ns = 0;
+    std::int64_t communication_ns = 0;
+    std::int64_t data_ns = 0;
     std::int64_t snapshot_ns = 0;
     std::uint64_t last_snapshot = 0;
     std::uint32_t restarts = 0;

@@ -22,26 +22,31 @@ namespace {
 
 std::uint32_t micro_batches_of(const config::spec& spec) { return spec.job.global_batch / spec.job.micro_batch; }
 
+// The compute figure of a step that speeds and straggler scores use: the rank thread's CPU time
+// where it computes on the host (time the machine gave other processes is not the rank's device
+// being slow), else the wall time.
+std::int64_t work_ns(const progress_report& p) { return p.compute_cpu_ns > 0 ? p.compute_cpu_ns : p.compute_ns; }
+
 }  // namespace
 
 void supervisor_actor::measure_speed(const progress_report& p) {
-  if (p.compute_ns <= 0 || p.rank.value() >= shares_.size())
+  if (work_ns(p) <= 0 || p.rank.value() >= shares_.size())
     return;
   const auto it = ranks_.find(p.rank);
   const auto count = shares_[p.rank.value()];
   if (it == ranks_.end() || count == 0)
     return;
-  const double speed = static_cast<double>(count) * 1e9 / static_cast<double>(p.compute_ns);
+  const double speed = static_cast<double>(count) * 1e9 / static_cast<double>(work_ns(p));
   auto& v = slot_speed_[{it->second.node, it->second.local_index}];
   v = v > 0 ? 0.9 * v + 0.1 * speed : speed;
 }
 
 void supervisor_actor::score_straggler(const progress_report& p) {
-  if (p.compute_ns <= 0 || p.rank.value() >= shares_.size() || shares_[p.rank.value()] == 0)
+  if (work_ns(p) <= 0 || p.rank.value() >= shares_.size() || shares_[p.rank.value()] == 0)
     return;
   if (unscored_until_ && ctx_->time->now() < *unscored_until_)
     return;
-  stragglers_.add(p.rank, std::chrono::nanoseconds{p.compute_ns / shares_[p.rank.value()]},
+  stragglers_.add(p.rank, std::chrono::nanoseconds{work_ns(p) / shares_[p.rank.value()]},
                   ctx_->time->now().time_since_epoch());
 }
 
@@ -51,13 +56,16 @@ void supervisor_actor::check_stragglers() {
     std::snprintf(ratio, sizeof ratio, "%.2f", f.ratio);
     const auto it = ranks_.find(f.rank);
     const std::optional<node_id> node = it != ranks_.end() ? std::optional{node_id{it->second.node}} : std::nullopt;
-    const auto figures = format_duration(f.rank_median) + " a micro-batch against the fleet's median " +
-                         format_duration(f.fleet_median) + ", medians over each rank's last steps";
+    const bool cpu = it != ranks_.end() && it->second.compute_cpu_ns > 0;
+    const auto figures = format_duration(f.rank_median) + " of " + (cpu ? "CPU time" : "compute") +
+                         " a micro-batch against the fleet's median " + format_duration(f.fleet_median) +
+                         ", medians over each rank's last steps";
     std::vector<std::pair<std::string, std::string>> fields{
         {"ratio", ratio},
         {"rank_ns", std::to_string(f.rank_median.count())},
         {"fleet_ns", std::to_string(f.fleet_median.count())},
-        {"cause", "compute"}};
+        {"cause", "compute"},
+        {"clock", cpu ? "cpu" : "wall"}};
     if (f.straggler) {
       const auto why = "rank " + std::to_string(f.rank.value()) + " computes " + ratio + "x as long as the others (" +
                        figures + ")";

@@ -168,10 +168,13 @@ void worker_runtime::train(const start_training& start) {
     // A slowed rank (fault drill) computes `factor` times longer, as on a slower device: its
     // collectives are not slowed, and fewer micro-batches make it faster.
     auto compute_ns = r->timings.compute.count();
+    auto compute_cpu_ns = r->timings.compute_cpu.count();
     if (const double factor = session_.slow_factor; factor > 1.0) {
       const auto extra = static_cast<std::int64_t>(static_cast<double>(compute_ns) * (factor - 1.0));
       std::this_thread::sleep_for(std::chrono::nanoseconds{extra});
       compute_ns += extra;
+      if (compute_cpu_ns > 0)
+        compute_cpu_ns += static_cast<std::int64_t>(static_cast<double>(compute_cpu_ns) * (factor - 1.0));
     }
     if (!previous_end)
       spdlog::debug("first step of epoch {} in {} ms", a.epoch.value(), ns_since(step_start) / 1000000);
@@ -183,7 +186,9 @@ void worker_runtime::train(const start_training& start) {
                       compute_ns,
                       r->timings.communication.count(),
                       0,
-                      tokens};
+                      tokens,
+                      r->timings.data.count(),
+                      compute_cpu_ns};
     if (r->step.value() % every == 0) {
       // The training stall: export straight into the half the slot's custody rule gives, publish.
       // The rule never gives the half of the protected step (this epoch's restore step, or a newer

@@ -45,6 +45,8 @@ struct rk_rank {
   bool announced = false;
   std::optional<clock_type::time_point> last_step;
   std::int64_t snapshot_ns = 0;
+  /// The split of the next reported step (rk_step_times); unset: not measured.
+  std::optional<std::int64_t> compute_ns, communication_ns, data_ns;
   std::string error;
   /// This epoch's MASTER_ADDR and MASTER_PORT.
   host_port bootstrap;
@@ -498,9 +500,37 @@ int rk_step_done(rk_rank* rk, uint64_t step, double loss, uint64_t tokens) {
     const auto step_ns = rk->last_step ? std::chrono::duration_cast<std::chrono::nanoseconds>(now - *rk->last_step).count() : 0;
     rk->last_step = now;
     const auto& a = rk->assignment;
-    rk->session->to_agent(actors::progress_report{a.epoch, a.rank, step_t{step}, loss, step_ns, step_ns, 0, rk->snapshot_ns, tokens});
+    const auto communication_ns = rk->communication_ns.value_or(0);
+    const auto data_ns = rk->data_ns.value_or(0);
+    const auto compute_ns = rk->compute_ns.value_or(std::max<std::int64_t>(step_ns - communication_ns - data_ns, 0));
+    rk->session->to_agent(actors::progress_report{a.epoch, a.rank, step_t{step}, loss, step_ns, compute_ns,
+                                                  communication_ns, rk->snapshot_ns, tokens, data_ns, 0});
     rk->snapshot_ns = 0;
+    rk->compute_ns.reset();
+    rk->communication_ns.reset();
+    rk->data_ns.reset();
     return rk_poll(rk);
+  });
+}
+
+int rk_step_times(rk_rank* rk, uint64_t compute_ns, uint64_t communication_ns, uint64_t data_ns) {
+  return guarded(rk, [&]() -> int {
+    if (int c = check_live(rk); c != RK_OK)
+      return c;
+    constexpr std::uint64_t hour_ns = 3'600'000'000'000;
+    const std::pair<const char*, std::uint64_t> parts[] = {
+        {"compute_ns", compute_ns}, {"communication_ns", communication_ns}, {"data_ns", data_ns}};
+    for (const auto& [what, ns] : parts)
+      if (ns != RK_STEP_TIME_UNKNOWN && ns > hour_ns)
+        return fail(rk, RK_ERR_INVALID, std::string{"rk_step_times: "} + what + " " + std::to_string(ns) +
+                                            " is more than an hour of one step (the times are nanoseconds)");
+    const auto known = [](std::uint64_t ns) {
+      return ns == RK_STEP_TIME_UNKNOWN ? std::nullopt : std::optional{static_cast<std::int64_t>(ns)};
+    };
+    rk->compute_ns = known(compute_ns);
+    rk->communication_ns = known(communication_ns);
+    rk->data_ns = known(data_ns);
+    return RK_OK;
   });
 }
 

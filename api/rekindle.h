@@ -23,7 +23,8 @@
 extern "C" {
 #endif
 
-#define RK_API_VERSION 1
+/* 2: rk_step_times. */
+#define RK_API_VERSION 2
 #define RK_EXPORT __attribute__((visibility("default")))
 
 typedef enum rk_code {
@@ -109,6 +110,12 @@ RK_EXPORT int rk_restore_end(rk_rank* rk);
 /* Reports a finished step: its number, loss and tokens. RK_RECONFIGURE when the epoch changed,
  * RK_FINISHED when the job ended. */
 RK_EXPORT int rk_step_done(rk_rank* rk, uint64_t step, double loss, uint64_t tokens);
+/* How the time of the step that rk_step_done reports next divides, in nanoseconds: forward and
+ * backward passes, collectives, loading its batch; RK_STEP_TIME_UNKNOWN for a part the program
+ * does not measure. Compute not given is the step's time less the parts given; stragglers are
+ * scored on it (docs/RUNTIME.md). RK_ERR_INVALID for a part over an hour. */
+#define RK_STEP_TIME_UNKNOWN UINT64_MAX
+RK_EXPORT int rk_step_times(rk_rank* rk, uint64_t compute_ns, uint64_t communication_ns, uint64_t data_ns);
 /* Whether the epoch changed, without reporting: RK_OK, RK_RECONFIGURE or RK_FINISHED. */
 RK_EXPORT int rk_poll(rk_rank* rk);
 /* Waits up to `timeout_ms` for the next epoch (after RK_RECONFIGURE, or when the program's own

@@ -13,14 +13,19 @@
 //              check                                                 `link_slow` naming both nodes
 // Then it trains without faults for --healthy on a cluster of its own (checks.every from
 // --healthy-every, off by default as in the service) and counts the alarms (straggler, rank_hung,
-// node_quarantined, link_slow, node_lost): each one is a false alarm.
+// node_quarantined, link_slow, node_lost): each one is a false alarm. With --noise N, N more
+// processes share the machine throughout, each busy for 0.2-3 s then idle for up to 2 s, at random
+// (a noisy machine: the ranks get the cores unevenly).
 //
 // usage: detect [--seed 1] [--faults 25] [--healthy 30m] [--every 10s] [--healthy-every 0s]
-//               [--config-extra TOML] [--json FILE]
+//               [--noise 0] [--config-extra TOML] [--json FILE]
 // Exit status: 0 when every fault was found and named and there was at most one false alarm,
 // 1 otherwise, 2 for bad usage.
 
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -69,6 +74,45 @@ const char* name(kind k) {
   }
   return "?";
 }
+
+// Processes that load the machine at random until destroyed (--noise).
+class noise {
+ public:
+  noise(int processes, std::uint64_t seed) {
+    for (int i = 0; i < processes; ++i) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        run(seed + static_cast<std::uint64_t>(i));
+      }
+      if (pid > 0)
+        pids_.push_back(pid);
+    }
+  }
+  ~noise() {
+    for (const auto pid : pids_)
+      ::kill(pid, SIGKILL);
+    for (const auto pid : pids_)
+      ::waitpid(pid, nullptr, 0);
+  }
+  noise(const noise&) = delete;
+  noise& operator=(const noise&) = delete;
+
+ private:
+  [[noreturn]] static void run(std::uint64_t seed) {
+    std::mt19937_64 rng{seed};
+    std::uniform_real_distribution<double> busy{0.2, 3.0}, idle{0.0, 2.0};
+    volatile double sink = 1.0;
+    for (;;) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(busy(rng));
+      while (std::chrono::steady_clock::now() < until)
+        for (int k = 0; k < 100000; ++k)
+          sink = sink * 1.0000001 + 1e-9;
+      std::this_thread::sleep_for(std::chrono::duration<double>(idle(rng)));
+    }
+  }
+  std::vector<pid_t> pids_;
+};
 
 const std::set<std::string> alarm_kinds{"straggler", "rank_hung", "node_quarantined", "link_slow", "node_lost"};
 
@@ -373,12 +417,15 @@ int main(int argc, char** argv) {
   std::string json_path;
   std::string extra;
   std::string healthy_every = "0s";
+  int noise_processes = 0;
   app.add_option("--seed", seed, "Draws the order of the faults and their targets");
   app.add_option("--faults", faults, "Faults to inject, the kinds in turn (default 25: 5 of each)")->check(CLI::Range(0, 1000));
   app.add_option("--healthy", healthy_text, "Training without faults afterwards, counting false alarms (default 30m; 0s: none)");
   app.add_option("--every", every, "checks.every of the cluster the faults go into (default 10s)");
   app.add_option("--healthy-every", healthy_every,
                  "checks.every of the healthy phase's cluster (default 0s, the service's default: off)");
+  app.add_option("--noise", noise_processes, "Processes that load the machine at random throughout (default 0)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--config-extra", extra, "More TOML for the cluster's configuration (e.g. '[stragglers]\\nspan = \"5s\"')");
   app.add_option("--json", json_path, "Write every fault's outcome and the figures here");
   CLI11_PARSE(app, argc, argv);
@@ -390,6 +437,9 @@ int main(int argc, char** argv) {
   signal(SIGINT, [](int) { interrupted = true; });
   signal(SIGTERM, [](int) { interrupted = true; });
 
+  std::optional<noise> load;
+  if (noise_processes > 0)
+    load.emplace(noise_processes, seed);
   campaign c{seed, every, extra};
   if (!c.start())
     return 1;
@@ -415,8 +465,9 @@ int main(int argc, char** argv) {
     alarms = h.healthy(std::chrono::duration_cast<std::chrono::seconds>(*healthy));
   }
 
-  json report{{"seed", seed}, {"every", every}, {"healthy", healthy_text}, {"healthy_every", healthy_every},
-              {"false_alarms", alarms}};
+  load.reset();
+  json report{{"seed", seed},     {"every", every},   {"healthy", healthy_text}, {"healthy_every", healthy_every},
+              {"noise", noise_processes}, {"false_alarms", alarms}};
   std::printf("%-10s %6s %6s %6s %10s %10s\n", "kind", "faults", "found", "named", "median s", "p90 s");
   bool all_named = true;
   for (const auto k : kinds) {

@@ -31,13 +31,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <time.h>
 #include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "policy/supervisor_policy.hpp"
+#include "common/clock.hpp"
 #include "common/memory.hpp"
 #include "trace/cluster.hpp"
 #include "trace/convert.hpp"
@@ -72,11 +72,7 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+double thread_cpu_seconds() { return to_seconds(thread_cpu_time()); }
 
 // Median wall and CPU seconds of fn. The CPU time of the (single) thread is the figure that does
 // not move when the machine is shared.

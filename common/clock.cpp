@@ -1,5 +1,7 @@
 #include "common/clock.hpp"
 
+#include <time.h>
+
 #include "common/check.hpp"
 
 namespace rekindle {
@@ -30,6 +32,12 @@ clock::wall_time fake_clock::wall_now() const noexcept {
 void fake_clock::advance(duration d) noexcept {
   RK_CHECK(d.count() >= 0, "a clock never goes back");
   ticks_.fetch_add(d.count(), std::memory_order_acq_rel);
+}
+
+std::chrono::nanoseconds thread_cpu_time() noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return std::chrono::seconds{t.tv_sec} + std::chrono::nanoseconds{t.tv_nsec};
 }
 
 }  // namespace rekindle

@@ -45,6 +45,10 @@ class fake_clock final : public clock {
   std::atomic<std::int64_t> ticks_;
 };
 
+/// CPU time the calling thread has used so far (CLOCK_THREAD_CPUTIME_ID): work a thread did, which
+/// does not grow while the machine runs other threads instead. Only differences count.
+[[nodiscard]] std::chrono::nanoseconds thread_cpu_time() noexcept;
+
 /// Seconds as a double, for reports.
 inline double to_seconds(clock::duration d) noexcept {
   return std::chrono::duration<double>(d).count();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/checksum.hpp"
+#include "common/clock.hpp"
 #include "kernels/layout.hpp"
 #include "kernels/optimizer.hpp"
 #include "training/data.hpp"
@@ -138,15 +139,23 @@ class data_parallel_task final : public training_task {
                                                    " and holds another rank's optimizer shard: import a state first"};
     step_result r;
     const auto t0 = steady::now();
+    const auto cpu0 = thread_cpu_time();
+    std::chrono::nanoseconds data_cpu{0};
     RK_RETURN_IF_ERROR(backend_->zero(grads_, 0, padded_));
     double loss_sum = 0;
     for (std::uint32_t i = first_micro_; i < first_micro_ + my_micro_; ++i) {
+      const auto d0 = steady::now();
+      const auto dc0 = thread_cpu_time();
       sampler_->fill(step_, i, tokens_, targets_);
+      r.timings.data += since(d0);
+      data_cpu += thread_cpu_time() - dc0;
       RK_ASSIGN_OR_RETURN(const double loss, backend_->forward_backward(params_, grads_, tokens_, targets_, 1.0f));
       loss_sum += loss;
     }
     RK_RETURN_IF_ERROR(backend_->synchronize());
-    r.timings.compute = since(t0);
+    r.timings.compute = since(t0) - r.timings.data;
+    if (backend_->kind() == kernels::device_kind::cpu)  // computes on this thread
+      r.timings.compute_cpu = thread_cpu_time() - cpu0 - data_cpu;
 
     // 1. Each rank receives its shard of the gradient summed over all micro-batches.
     auto t = steady::now();

@@ -20,6 +20,11 @@ namespace rekindle::training {
 struct step_timings {
   /// Forward and backward passes of the rank's micro-batches.
   std::chrono::nanoseconds compute{};
+  /// The CPU time of the calling thread in `compute`, on a backend that computes on it (host
+  /// memory): the work itself, whatever else the machine runs. Zero when a device computes.
+  std::chrono::nanoseconds compute_cpu{};
+  /// Filling the micro-batches' tokens and targets (the data pipeline), not part of `compute`.
+  std::chrono::nanoseconds data{};
   /// Collectives (gradient reduce-scatter, the loss/norm allreduce, parameter allgather) and the
   /// device↔host copies they need.
   std::chrono::nanoseconds communication{};

@@ -5,6 +5,8 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -134,6 +136,20 @@ class rank {
 
   void restore_end() { check(rk_restore_end(live())); }
   int step_done(std::uint64_t step, double loss, std::uint64_t tokens) { return status(rk_step_done(live(), step, loss, tokens)); }
+  // Seconds (None: not measured) to the C API's nanoseconds.
+  void step_times(std::optional<double> compute, std::optional<double> communication, std::optional<double> data) {
+    const auto ns = [](const char* what, std::optional<double> s) -> std::uint64_t {
+      if (!s)
+        return RK_STEP_TIME_UNKNOWN;
+      if (!(*s >= 0.0 && *s <= 3600.0)) {
+        std::ostringstream text;
+        text << "step_done: " << what << "=" << *s << " is not a step's time in seconds (0 to 3600)";
+        raise(RK_ERR_INVALID, text.str());
+      }
+      return static_cast<std::uint64_t>(*s * 1e9);
+    };
+    check(rk_step_times(live(), ns("compute", compute), ns("communication", communication), ns("data", data)));
+  }
   int poll() { return status(rk_poll(live())); }
   int reconfigure(std::uint64_t timeout_ms) {
     int code;
@@ -241,6 +257,7 @@ PYBIND11_MODULE(_core, m) {
       .def("restore_bytes", &rank::restore_bytes)
       .def("restore_end", &rank::restore_end)
       .def("step_done", &rank::step_done)
+      .def("step_times", &rank::step_times)
       .def("poll", &rank::poll)
       .def("reconfigure", &rank::reconfigure)
       .def("finish", &rank::finish);

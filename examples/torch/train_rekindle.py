@@ -84,9 +84,11 @@ def main():
             print(f"rank {rank} of {world}: {share} of the global batch's {args.global_batch} sequences", flush=True)
             loss = torch.tensor(0.0)
             while step < args.steps:
+                loading = time.monotonic()
                 starts = samples.indices(step, rank, world)
                 x = torch.stack([data[s : s + args.seq_len] for s in starts])
                 y = torch.stack([data[s + 1 : s + args.seq_len + 1] for s in starts])
+                loading = time.monotonic() - loading
                 loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
                 optimizer.zero_grad()
                 (loss * samples.weight(rank, world)).backward()  # DDP's mean is the global batch's
@@ -94,7 +96,7 @@ def main():
                 step += 1
                 if args.step_delay > 0:
                     time.sleep(args.step_delay)
-                rk.step_done(step, loss.item(), len(starts) * args.seq_len)
+                rk.step_done(step, loss.item(), len(starts) * args.seq_len, data=loading)
                 if step % rk.snapshot_every == 0:
                     rk.snapshot(step, net, optimizer)
             mean = loss.detach().clone()

@@ -219,9 +219,14 @@ class Rank:
 
     # ---- progress and epochs -------------------------------------------------------------------
 
-    def step_done(self, step, loss, tokens=0):
+    def step_done(self, step, loss, tokens=0, compute=None, communication=None, data=None):
         """Reports a finished step (what status, the shell and the metrics show). Raises
-        Reconfigure when the world changed meanwhile, Finished when the job ended."""
+        Reconfigure when the world changed meanwhile, Finished when the job ended. compute,
+        communication and data: how the step's time divides, in seconds, where the program
+        measures it (forward and backward passes, collectives, loading the batch); compute not
+        given is the step's time less the parts given. Stragglers are scored on compute."""
+        if compute is not None or communication is not None or data is not None:
+            self._h.step_times(compute, communication, data)
         code = self._h.step_done(int(step), float(loss), int(tokens))
         if code == _core.RECONFIGURE:
             raise Reconfigure(f"epoch {self.epoch} ended")

@@ -441,6 +441,13 @@ TEST(worker_api, misuse_gets_a_precise_error_and_nothing_is_lost) {
   // A non-tensor: where it is and what a snapshot holds.
   EXPECT_TRUE(has("check non_tensor: TypeError: extra['loader'] is a TextIOWrapper: a snapshot holds tensors")) << log;
   EXPECT_TRUE(has("check step_zero: Error: snapshot of step 0: steps after the restore step 0 only")) << log;
+  // Step times out of range are refused, naming the part.
+  EXPECT_TRUE(has("check negative_time: Error: step_done: data=-1 is not a step's time in seconds (0 to 3600)")) << log;
+  EXPECT_TRUE(has("check hour_long_step: Error: step_done: compute=7200 is not a step's time in seconds")) << log;
+  // The split of step 5 reached the supervisor, the refused ones did not.
+  ASSERT_EQ(report["ranks"].size(), 1u) << report.dump(2);
+  EXPECT_DOUBLE_EQ(report["ranks"][0].value("compute_time_s", 0.0), 0.25) << report.dump(2);
+  EXPECT_DOUBLE_EQ(report["ranks"][0].value("data_time_s", 0.0), 0.5) << report.dump(2);
   // The failed program's snapshot survived in its slot: the restarted one restores it exactly.
   const auto snap_at = log.find("snapshot weight ");
   ASSERT_NE(snap_at, std::string::npos) << log;

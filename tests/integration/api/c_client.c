@@ -35,6 +35,7 @@ int main(void) {
   expect(rk_shard_open(NULL, 1, 0, &shard) == RK_ERR_INVALID, "a null path is refused");
 
   expect(rk_step_done(NULL, 1, 0.0, 0) == RK_ERR_INVALID, "a null handle is refused");
+  expect(rk_step_times(NULL, 1, RK_STEP_TIME_UNKNOWN, 0) == RK_ERR_INVALID, "a null handle is refused by rk_step_times");
   expect(rk_snapshot(NULL, 1, NULL, 0) == RK_ERR_INVALID, "a null handle is refused by rk_snapshot");
   expect(rk_finish(NULL) == RK_ERR_INVALID, "rk_finish(NULL) is refused");
   expect(strcmp(rk_error(NULL), "no handle") == 0, "rk_error(NULL) answers");

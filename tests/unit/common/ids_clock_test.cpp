@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <type_traits>
 #include <unordered_set>
 
@@ -41,6 +42,22 @@ TEST(clock, real_clock_is_monotonic) {
   const auto b = c.now();
   EXPECT_LE(a, b);
   EXPECT_GT(c.wall_now().time_since_epoch(), std::chrono::hours{24 * 365 * 50});
+}
+
+TEST(clock, the_thread_cpu_time_grows_with_work_and_not_while_the_thread_sleeps) {
+  // What the straggler score counts on the CPU backend (docs/RUNTIME.md, "Stragglers").
+  const auto c0 = thread_cpu_time();
+  std::this_thread::sleep_for(100ms);
+  const auto slept = thread_cpu_time() - c0;
+  EXPECT_LT(slept, 20ms) << "sleeping is not work";
+  const auto c1 = thread_cpu_time();
+  // Work until it has counted 20 ms, or give up after 5 s of wall time (a clock that does not grow).
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  volatile double sink = 1;
+  while (std::chrono::steady_clock::now() < deadline && thread_cpu_time() - c1 < 20ms)
+    sink = sink * 1.0000001 + 1e-9;
+  EXPECT_GE(thread_cpu_time() - c1, 20ms) << "5 s of spinning counted less than 20 ms";
+  EXPECT_GE(thread_cpu_time(), c1) << "it never goes back";
 }
 
 TEST(clock_death, fake_clock_never_goes_back) {

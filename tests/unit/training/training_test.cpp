@@ -79,6 +79,10 @@ std::vector<rank_run> train(const config::spec& spec, const run_args& args) {
       ASSERT_TRUE(res.has_value()) << res.error();
       EXPECT_EQ(res->step, (*task)->current_step());
       EXPECT_GT(res->timings.compute.count(), 0);
+      EXPECT_GT(res->timings.compute_cpu.count(), 0) << "the CPU backend computes on the calling thread";
+      EXPECT_LE(res->timings.compute_cpu, res->timings.compute + std::chrono::milliseconds{1})
+          << "the thread's CPU time in the passes is part of their wall time";
+      EXPECT_GT(res->timings.data.count(), 0);
       EXPECT_GT(res->timings.communication.count(), 0);
       EXPECT_GT(res->timings.optimizer.count(), 0);
       EXPECT_GT(res->grad_norm, 0.0);

@@ -1,7 +1,7 @@
 """A rank that misuses the worker API on purpose, under a real rekindle job of one rank.
 
 Epoch 1: a snapshot larger than the slot, a non-tensor in the state, a snapshot of a step not past
-the restore step; then a good snapshot of step 5, then a deliberate failure (exit 3). Epoch 2
+the restore step, step times out of range; then a good snapshot of step 5, then a deliberate failure (exit 3). Epoch 2
 (rekindle restarts it from its slot): restore, then restore again; then it finishes. Every
 outcome is printed as "check NAME: ..." for the test to read.
 """
@@ -27,7 +27,9 @@ if rk.restore_step == 0:
     check("too_large", lambda: rk.snapshot(1, huge))
     check("non_tensor", lambda: rk.snapshot(1, model, extra={"loader": open(__file__)}))
     check("step_zero", lambda: rk.snapshot(0, model))
-    rk.step_done(5, 1.0)
+    check("negative_time", lambda: rk.step_done(4, 1.0, data=-1))
+    check("hour_long_step", lambda: rk.step_done(4, 1.0, compute=7200))
+    rk.step_done(5, 1.0, compute=0.25, data=0.5)
     rk.snapshot(5, model, extra={"position": 5, "note": "kept"})
     print(f"snapshot weight {model.weight.sum().item().hex()}", flush=True)
     sys.exit(3)
