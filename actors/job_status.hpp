@@ -67,6 +67,9 @@ struct rank_status_view {
   std::optional<double> compute_cpu_time_s;
   double communication_time_s = 0;
   double data_time_s = 0;
+  /// Its straggler score: its median compute per micro-batch over the fleet's (null before its
+  /// window is full; docs/RUNTIME.md, "Stragglers").
+  std::optional<double> straggler_ratio;
   /// Its share of a step's micro-batches.
   std::optional<std::uint32_t> micro_batches;
   /// Measured micro-batches per second of compute on its device slot (null before its first step).
@@ -133,7 +136,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(checkpoint_status, directory, pe
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(node_status, name, up, standby_ready, check, check_detail)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(rank_status_view, rank, node, pid, state, step, step_time_s,
                                                 compute_time_s, compute_cpu_time_s, communication_time_s,
-                                                data_time_s, micro_batches, speed, snapshot_stall_s, last_snapshot,
+                                                data_time_s, straggler_ratio, micro_batches, speed, snapshot_stall_s, last_snapshot,
                                                 restarts)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(recovery_status, epoch, cause, failed_at_step, restored_step,
                                                 steps_lost, source, done, detect_s, respawn_s, rendezvous_s,

@@ -91,6 +91,8 @@ struct node_check_report {
   std::int32_t gpus_expected = 0;
   std::string gpu_detail;
   std::string error;
+  double gpu_gflops = 0;
+  std::string gpu_faults;
 };
 
 /// The supervisor asks a node to probe its link to node `peer` (its daemon at `address`): the
@@ -540,7 +542,7 @@ RK_INSPECT(link_probe, x.id, x.seq)
 RK_INSPECT(link_probe_ack, x.id, x.seq, x.bytes)
 RK_INSPECT(link_report, x.id, x.node, x.peer, x.mbps, x.error)
 RK_INSPECT(node_check_report, x.node, x.id, x.gemm_gflops, x.memory_gbps, x.disk_mbps, x.fsync_ms, x.gpus, x.gpus_expected,
-           x.gpu_detail, x.error)
+           x.gpu_detail, x.error, x.gpu_gflops, x.gpu_faults)
 RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
 RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address, x.rank0_host)
 RK_INSPECT(abort_epoch, x.epoch)

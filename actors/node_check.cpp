@@ -7,13 +7,16 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <system_error>
 #include <vector>
 
 #include "common/clock.hpp"
 #include "common/gpu_plugin.hpp"
 #include "config/spec.hpp"
+#include "kernels/backend.hpp"
 #include "kernels/cpu_ops.hpp"
 
 namespace rekindle::actors {
@@ -141,6 +144,38 @@ void disk(const node_check_options& o, policy::node_figures& f) {
     f.disk_mbps = static_cast<double>(o.disk_bytes) / (t2 - t0) / 1e6;
 }
 
+// Every GPU: a cuBLAS GEMM and the driver's error state. The node's figure is its slowest GPU.
+void check_gpus(policy::node_figures& f) {
+  auto devices = kernels::check_cuda_devices();
+  if (!devices) {
+    f.gpu_faults = "the GPUs could not be measured: " + devices.error().message();
+    return;
+  }
+  std::vector<std::string> faults, details;
+  double slowest = 0;
+  for (const auto& d : *devices) {
+    const auto who = "cuda:" + std::to_string(d.index);
+    if (!d.error.empty()) {
+      faults.push_back(who + ": " + d.error);
+      continue;
+    }
+    slowest = slowest == 0 ? d.gemm_gflops : std::min(slowest, d.gemm_gflops);
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.0f GFLOP/s", d.gemm_gflops);
+    details.push_back(who + " " + d.name + " " + rate);
+    const auto health = read_gpu_health(d.pci_bus_id);
+    for (const auto& fault : health.faults)
+      faults.push_back(who + ": " + fault);
+    if (!health.unreadable.empty())
+      details.push_back(who + ": " + health.unreadable);
+  }
+  f.gpu_gflops = slowest;
+  for (const auto& d : details)
+    f.gpu_detail += (f.gpu_detail.empty() ? "" : "; ") + d;
+  for (const auto& x : faults)
+    f.gpu_faults += (f.gpu_faults.empty() ? "" : "; ") + x;
+}
+
 }  // namespace
 
 node_check_options node_check_options_of(const config::spec& spec, std::size_t node) {
@@ -158,11 +193,13 @@ node_check_options node_check_options_of(const config::spec& spec, std::size_t n
 }
 
 node_check_report report_of(node_id node, std::uint64_t id, const policy::node_figures& f) {
-  return {node, id, f.gemm_gflops, f.memory_gbps, f.disk_mbps, f.fsync_ms, f.gpus, f.gpus_expected, f.gpu_detail, f.error};
+  return {node,         id,      f.gemm_gflops, f.memory_gbps, f.disk_mbps, f.fsync_ms, f.gpus, f.gpus_expected,
+          f.gpu_detail, f.error, f.gpu_gflops,  f.gpu_faults};
 }
 
 policy::node_figures figures_of(const node_check_report& r) {
-  return {r.gemm_gflops, r.memory_gbps, r.disk_mbps, r.fsync_ms, r.gpus, r.gpus_expected, r.gpu_detail, r.error};
+  return {r.gemm_gflops, r.memory_gbps, r.disk_mbps, r.fsync_ms, r.gpus,
+          r.gpus_expected, r.gpu_detail,  r.gpu_gflops, r.gpu_faults, r.error};
 }
 
 policy::node_figures check_node(const node_check_options& o) {
@@ -174,6 +211,8 @@ policy::node_figures check_node(const node_check_options& o) {
   f.gpus = gpus.devices;
   f.gpus_expected = o.gpus_expected;
   f.gpu_detail = gpus.detail;
+  if (gpus.devices > 0)
+    check_gpus(f);
   return f;
 }
 

@@ -44,7 +44,7 @@ supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, st
                                    std::int64_t term)
     : caf::event_based_actor(cfg),
       stragglers_(policy::straggler_options{ctx->spec.stragglers.window, ctx->spec.stragglers.threshold, 0.9,
-                                            ctx->spec.stragglers.span}),
+                                            ctx->spec.stragglers.span, 4096, ctx->spec.stragglers.confirm}),
       ctx_(ctx),
       term_(term),
       store_(std::move(store)),
@@ -602,6 +602,7 @@ std::string supervisor_actor::status_json(bool full) const {
       v.compute_cpu_time_s = seconds(s.compute_cpu_ns);
     v.communication_time_s = seconds(s.communication_ns);
     v.data_time_s = seconds(s.data_ns);
+    v.straggler_ratio = stragglers_.ratio(r);
     if (r.value() < shares_.size())
       v.micro_batches = shares_[r.value()];
     if (const auto it = slot_speed_.find({s.node, s.local_index}); it != slot_speed_.end())

@@ -51,7 +51,7 @@ void supervisor_actor::score_straggler(const progress_report& p) {
 }
 
 void supervisor_actor::check_stragglers() {
-  for (const auto& f : stragglers_.evaluate()) {
+  for (const auto& f : stragglers_.evaluate(ctx_->time->now().time_since_epoch())) {
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.2f", f.ratio);
     const auto it = ranks_.find(f.rank);

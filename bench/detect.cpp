@@ -166,22 +166,28 @@ class campaign {
     return o;
   }
 
-  /// Trains for `d` with no fault; the alarms it raised.
-  std::vector<json> healthy(std::chrono::seconds d) {
+  /// Trains for `d` with no fault; the alarms it raised. Each second it also samples every rank's
+  /// straggler score (`scores`: one [seconds, rank, ratio] per sample).
+  std::vector<json> healthy(std::chrono::seconds d, json& scores) {
     (void)settle();
     seq_ = last_seq();
     std::vector<json> alarms;
-    const auto end = std::chrono::steady_clock::now() + d;
-    auto next_line = std::chrono::steady_clock::now();
+    const auto begin = std::chrono::steady_clock::now();
+    const auto end = begin + d;
+    auto next_line = begin;
     while (std::chrono::steady_clock::now() < end && !interrupted) {
       for (const auto& e : new_events())
         if (alarm_kinds.contains(e.value("kind", ""))) {
           std::cerr << "  false alarm: " << e.dump() << "\n";
           alarms.push_back(e);
         }
+      const auto st = cluster_->status();
+      const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      for (const auto& r : st.value("ranks", json::array()))
+        if (r.contains("straggler_ratio") && r["straggler_ratio"].is_number())
+          scores.push_back({std::round(at * 10) / 10, r.value("rank", 0), r["straggler_ratio"].get<double>()});
       if (std::chrono::steady_clock::now() >= next_line) {
         const auto left = std::chrono::duration_cast<std::chrono::seconds>(end - std::chrono::steady_clock::now());
-        const auto st = cluster_->status();
         std::cerr << "  healthy: " << left.count() << " s left, step " << st.value("step", 0) << ", " << alarms.size()
                   << " alarm(s)\n";
         next_line += 60s;
@@ -440,8 +446,8 @@ int main(int argc, char** argv) {
   std::optional<noise> load;
   if (noise_processes > 0)
     load.emplace(noise_processes, seed);
-  campaign c{seed, every, extra};
-  if (!c.start())
+  std::optional<campaign> c{std::in_place, seed, every, extra};
+  if (!c->start())
     return 1;
   std::vector<kind> order;
   for (int i = 0; i < faults; ++i)
@@ -449,25 +455,27 @@ int main(int argc, char** argv) {
   std::shuffle(order.begin(), order.end(), std::mt19937_64{seed});
   std::vector<outcome> outcomes;
   for (std::size_t i = 0; i < order.size() && !interrupted; ++i) {
-    auto o = c.inject(order[i]);
+    auto o = c->inject(order[i]);
     std::fprintf(stderr, "%2zu/%zu %-10s %-14s %s %6.2f s  %s%s\n", i + 1, order.size(), name(o.what), o.target.c_str(),
                  !o.found ? "NOT FOUND" : o.named_right ? "named    " : "MISNAMED ", o.seconds, o.event.c_str(),
                  o.note.empty() ? "" : ("  [" + o.note + "]").c_str());
     outcomes.push_back(std::move(o));
   }
+  c.reset();  // the fault phase's cluster stops before the healthy one starts
   std::vector<nlohmann::json> alarms;
+  json scores = json::array();
   if (healthy->count() > 0 && !interrupted) {
     // A cluster of its own, with the healthy phase's checks.every.
     std::cerr << "healthy training for " << healthy_text << " (checks.every = " << healthy_every << ")\n";
     campaign h{seed, healthy_every, extra};
     if (!h.start())
       return 1;
-    alarms = h.healthy(std::chrono::duration_cast<std::chrono::seconds>(*healthy));
+    alarms = h.healthy(std::chrono::duration_cast<std::chrono::seconds>(*healthy), scores);
   }
 
   load.reset();
   json report{{"seed", seed},     {"every", every},   {"healthy", healthy_text}, {"healthy_every", healthy_every},
-              {"noise", noise_processes}, {"false_alarms", alarms}};
+              {"noise", noise_processes}, {"false_alarms", alarms}, {"healthy_scores", scores}};
   std::printf("%-10s %6s %6s %6s %10s %10s\n", "kind", "faults", "found", "named", "median s", "p90 s");
   bool all_named = true;
   for (const auto k : kinds) {
@@ -490,6 +498,13 @@ int main(int argc, char** argv) {
                                 {"p90_s", percentile(t, 0.9)}};
   }
   std::printf("false alarms in %s of healthy training: %zu\n", healthy_text.c_str(), alarms.size());
+  if (!scores.empty()) {
+    std::vector<double> ratios;
+    for (const auto& s : scores)
+      ratios.push_back(s[2].get<double>());
+    std::printf("healthy ranks' straggler scores (%zu samples): median %.3f, p99 %.3f, max %.3f\n", ratios.size(),
+                percentile(ratios, 0.5), percentile(ratios, 0.99), percentile(ratios, 1.0));
+  }
   for (const auto& o : outcomes)
     report["faults"].push_back({{"kind", name(o.what)},
                                 {"target", o.target},

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "common/expected.hpp"
 
@@ -13,6 +14,20 @@ struct gpu_probe {
   /// "no CUDA device: ..." with the reason when there is none.
   std::string detail;
 };
+
+/// What the NVIDIA driver's management library (libnvidia-ml.so.1, NVML) says about one GPU.
+struct gpu_health {
+  /// Faults that make the device unfit to train on: uncorrected ECC errors since the driver
+  /// loaded, a row remapping that failed or waits for a reset, hardware slowdown (thermal, power
+  /// brake). Empty: none found.
+  std::vector<std::string> faults;
+  /// Why nothing (or not everything) could be read: no NVML, a call that failed. Empty: all read.
+  std::string unreadable;
+};
+
+/// Reads the health of the GPU at PCI bus id `pci_bus_id` ("0000:3B:00.0"), as CUDA names it.
+/// Cheap without a driver: one failed dlopen.
+gpu_health read_gpu_health(const std::string& pci_bus_id);
 
 /// Asks the driver (libcuda.so.1, through cuInit and cuDeviceGetCount) how many GPUs there are.
 /// Cheap on a machine without a driver: one failed dlopen.

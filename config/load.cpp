@@ -633,6 +633,8 @@ void read_checks(context& ctx, const toml::table& root, spec& s) {
   c.min_memory = r.number("min_memory", c.min_memory, 0.0, 1.0);
   c.min_disk = r.number("min_disk", c.min_disk, 0.0, 1.0);
   c.disk_bytes = r.size("disk_bytes", c.disk_bytes, 4096, 1ull << 30);
+  c.min_gpu = r.number("min_gpu", c.min_gpu, 0.0, 1.0);
+  c.gpu_gflops = r.number("gpu_gflops", c.gpu_gflops, 0.0, 1e7);
   c.min_link = r.number("min_link", c.min_link, 0.0, 1.0);
   c.link_bytes = r.size("link_bytes", c.link_bytes, 4096, 256ull << 20);
   c.every = r.duration("every", c.every, std::chrono::nanoseconds{0}, std::chrono::hours{24 * 7});
@@ -649,6 +651,7 @@ void read_stragglers(context& ctx, const toml::table& root, spec& s) {
   g.threshold = r.number("threshold", g.threshold, 1.05, 10.0);
   g.window = r.integer<std::uint32_t>("window", g.window, 5, 1000);
   g.span = r.duration("span", g.span, std::chrono::nanoseconds{0}, std::chrono::minutes{10});
+  g.confirm = r.duration("confirm", g.confirm, std::chrono::nanoseconds{0}, std::chrono::minutes{10});
   r.finish();
   if (g.action != "report" && g.action != "rebalance" && g.action != "replace")
     r.error("action", "'" + g.action + "' is not an action: report, rebalance or replace");
@@ -948,6 +951,8 @@ std::string to_toml(const spec& s) {
     << "min_memory = " << toml_float(ck.min_memory) << "\n"
     << "min_disk = " << toml_float(ck.min_disk) << "\n"
     << "disk_bytes = " << quote(size_to_string(ck.disk_bytes)) << "\n"
+    << "min_gpu = " << toml_float(ck.min_gpu) << "\n"
+    << "gpu_gflops = " << toml_float(ck.gpu_gflops) << "\n"
     << "min_link = " << toml_float(ck.min_link) << "\n"
     << "link_bytes = " << quote(size_to_string(ck.link_bytes)) << "\n"
     << "every = " << quote(duration_to_string(ck.every)) << "\n";
@@ -955,7 +960,8 @@ std::string to_toml(const spec& s) {
     << "action = " << quote(s.stragglers.action) << "\n"
     << "threshold = " << toml_float(s.stragglers.threshold) << "\n"
     << "window = " << s.stragglers.window << "\n"
-    << "span = " << quote(duration_to_string(s.stragglers.span)) << "\n";
+    << "span = " << quote(duration_to_string(s.stragglers.span)) << "\n"
+    << "confirm = " << quote(duration_to_string(s.stragglers.confirm)) << "\n";
   o << "\n[security]\n"
     << "token_file = " << quote(s.security.token_file.string()) << "\n"
     << "readonly_token_file = " << quote(s.security.readonly_token_file.string()) << "\n";

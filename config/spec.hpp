@@ -199,6 +199,12 @@ struct checks_spec {
   double min_disk = 0.2;
   /// Bytes written and fsynced to the checkpoint directory by the disk check. Default: 16 MiB.
   std::uint64_t disk_bytes = 16ull << 20;
+  /// On GPU nodes: the least fraction of the fleet's median cuBLAS GEMM rate, and of `gpu_gflops`
+  /// when that is set, the slowest GPU of a node may reach. Default: 0.8.
+  double min_gpu = 0.8;
+  /// The GEMM rate (GFLOP/s, FP32, 4096 a side) a GPU of the fleet is expected to reach; 0: judged
+  /// against the fleet's median only. Default: 0.
+  double gpu_gflops = 0;
   /// The link check: a probe slower than this fraction of the check's fastest probe is slow.
   /// Default: 0.1.
   double min_link = 0.1;
@@ -226,6 +232,9 @@ struct stragglers_spec {
   /// the machine's noise (another process on the cores for a few hundred ms) is a minority of
   /// every window. Default: 2s.
   nanoseconds span = std::chrono::seconds{2};
+  /// A rank is a straggler once its ratio has stayed at or above the threshold this long: noise
+  /// comes and goes, a slow device stays slow. Default: 5s.
+  nanoseconds confirm = std::chrono::seconds{5};
 
   bool operator==(const stragglers_spec&) const = default;
 };

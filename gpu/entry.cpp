@@ -18,6 +18,7 @@ expected<std::unique_ptr<communicator>> plugin_nccl_create(int rank, int size, s
 #define RK_EXPORT extern "C" __attribute__((visibility("default")))
 
 RK_EXPORT void* rekindle_gpu_cuda_probe() { return reinterpret_cast<void*>(&rekindle::kernels::cuda::probe); }
+RK_EXPORT void* rekindle_gpu_check_devices() { return reinterpret_cast<void*>(&rekindle::kernels::cuda::check_devices); }
 RK_EXPORT void* rekindle_gpu_make_cuda_backend() { return reinterpret_cast<void*>(&rekindle::kernels::make_cuda_backend); }
 RK_EXPORT void* rekindle_gpu_cuda_device_count() {
   return reinterpret_cast<void*>(&rekindle::transport::detail::plugin_cuda_device_count);

@@ -125,6 +125,14 @@ cuda_probe probe_cuda() {
   return (*probe)();
 }
 
+expected<std::vector<cuda_device_figures>> check_cuda_devices() {
+  const auto gpus = probe_gpus();
+  if (gpus.devices == 0)
+    return status{errc::unsupported, gpus.detail};
+  RK_ASSIGN_OR_RETURN(auto check, plugin_function<expected<std::vector<cuda_device_figures>>()>("rekindle_gpu_check_devices"));
+  return check();
+}
+
 expected<std::unique_ptr<backend>> make_backend(const backend_options& options) {
   using kind = device_request::kind;
   if (options.device.type == kind::cpu)

@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/expected.hpp"
 #include "kernels/layout.hpp"
@@ -69,6 +70,23 @@ struct cuda_probe {
   /// is one, the name of device 0.
   std::string detail;
 };
+
+/// One CUDA device's part of the node check (docs/RUNTIME.md, "The node check").
+struct cuda_device_figures {
+  int index = 0;
+  /// "NVIDIA H200 (sm_90, 139.8 GiB)".
+  std::string name;
+  /// "0000:3B:00.0": how the driver's management library names the same device.
+  std::string pci_bus_id;
+  /// cuBLAS SGEMM of 4096 a side, the best of 5 rounds, per second of device time (CUDA events).
+  double gemm_gflops = 0;
+  /// A CUDA or cuBLAS error while the device was measured (the device is unusable); empty when none.
+  std::string error;
+};
+
+/// Measures every CUDA device the runtime sees. Errors: unsupported when there is no GPU or the
+/// build has no GPU plugin.
+[[nodiscard]] expected<std::vector<cuda_device_figures>> check_cuda_devices();
 
 /// Asks the CUDA runtime for devices. Any error of cudaGetDeviceCount counts as "no GPU" (without
 /// a GPU it returns error 35, "driver version is insufficient"). Builds without CUDA report 0.

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/expected.hpp"
 #include "kernels/backend.hpp"
@@ -16,6 +17,8 @@ namespace rekindle::kernels {
 namespace cuda {
 /// See probe_cuda().
 [[nodiscard]] cuda_probe probe();
+/// See check_cuda_devices() (kernels/cuda_device_check.cpp).
+[[nodiscard]] expected<std::vector<cuda_device_figures>> check_devices();
 }  // namespace cuda
 
 }  // namespace rekindle::kernels

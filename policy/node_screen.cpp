@@ -60,6 +60,27 @@ node_verdict judge_node(const node_figures& node, std::span<const node_figures> 
     fail("gpu", "gpu: the driver reports " + std::to_string(node.gpus) + " of the " +
                     std::to_string(node.gpus_expected) + " GPUs the configuration names" +
                     (node.gpu_detail.empty() ? "" : " (" + node.gpu_detail + ")"));
+  if (!node.gpu_faults.empty())
+    fail("gpu", "gpu: " + node.gpu_faults);
+  if (node.gpu_gflops > 0) {
+    // The slowest GPU against the fleet's (nodes with GPUs) and against the rate expected of it.
+    std::vector<double> values;
+    for (const auto& other : fleet)
+      if (other.gpu_gflops > 0)
+        values.push_back(other.gpu_gflops);
+    const double median = median_of(std::move(values));
+    v.fields.emplace_back("gpu_gflops", fixed(node.gpu_gflops));
+    v.fields.emplace_back("gpu_gflops_median", fixed(median));
+    const double expected = limits.gpu_expected_gflops;
+    if (median > 0 && node.gpu_gflops < limits.gpu * median)
+      fail("gpu", "gpu: GEMM " + fixed(node.gpu_gflops) + " GFLOP/s on the slowest GPU is " +
+                      fixed(node.gpu_gflops / median) + "x the fleet median " + fixed(median) + " GFLOP/s, under " +
+                      fixed(limits.gpu) + "x");
+    if (expected > 0 && node.gpu_gflops < limits.gpu * expected)
+      fail("gpu", "gpu: GEMM " + fixed(node.gpu_gflops) + " GFLOP/s on the slowest GPU is " +
+                      fixed(node.gpu_gflops / expected) + "x the expected " + fixed(expected) +
+                      " GFLOP/s (checks.gpu_gflops), under " + fixed(limits.gpu) + "x");
+  }
   std::string passed_detail;
   for (const auto& f : figures) {
     std::vector<double> values;
@@ -82,7 +103,8 @@ node_verdict judge_node(const node_figures& node, std::span<const node_figures> 
     v.detail = node.error + " (on every node checked: not held against this one)";
   else if (v.passed)
     v.detail = passed_detail + ", fsync " + fixed(node.fsync_ms) + " ms" +
-               (node.gpus_expected > 0 ? ", " + std::to_string(node.gpus) + " GPUs" : "");
+               (node.gpus_expected > 0 || node.gpus > 0 ? ", " + std::to_string(node.gpus) + " GPUs" : "") +
+               (node.gpu_gflops > 0 ? ", GPU GEMM " + fixed(node.gpu_gflops) + " GFLOP/s (slowest)" : "");
   else
     v.fields.emplace_back("failed", v.check);
   return v;

@@ -25,8 +25,13 @@ struct node_figures {
   /// GPUs the driver reports, and those the node's configuration names.
   std::int32_t gpus = 0;
   std::int32_t gpus_expected = 0;
-  /// Why the driver reports none, when it does not.
+  /// Why the driver reports none, when it does not; else the devices and what was not readable.
   std::string gpu_detail;
+  /// The slowest GPU's cuBLAS GEMM rate (GFLOP/s of device time); 0 when no GPU was measured.
+  double gpu_gflops = 0;
+  /// What the driver says is wrong with a GPU (uncorrected ECC errors, a failed or pending row
+  /// remapping, hardware slowdown) or a device error while it was measured; empty when nothing.
+  std::string gpu_faults;
   /// A check that could not run (the disk refused the write): the node fails.
   std::string error;
 };
@@ -36,6 +41,10 @@ struct screen_limits {
   double compute = 0.5;
   double memory = 0.4;
   double disk = 0.2;
+  /// The slowest GPU's GEMM rate: this fraction of the fleet's median (over nodes with GPUs) and
+  /// of `gpu_expected_gflops` when that is above 0.
+  double gpu = 0.8;
+  double gpu_expected_gflops = 0;
 };
 
 /// A node's verdict.

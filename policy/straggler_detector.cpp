@@ -21,6 +21,7 @@ void straggler_detector::restart() {
   for (auto& [r, w] : ranks_) {
     w.samples.clear();
     w.full = false;
+    w.above_since.reset();
   }
 }
 
@@ -38,7 +39,7 @@ void straggler_detector::add(rank_id r, std::chrono::nanoseconds per_micro_batch
 
 void straggler_detector::forget(rank_id r) { ranks_.erase(r); }
 
-std::vector<straggler_detector::finding> straggler_detector::evaluate() {
+std::vector<straggler_detector::finding> straggler_detector::evaluate(std::chrono::nanoseconds now) {
   std::vector<finding> out;
   std::vector<std::pair<rank_id, std::int64_t>> medians;
   for (const auto& [r, w] : ranks_)
@@ -62,10 +63,17 @@ std::vector<straggler_detector::finding> straggler_detector::evaluate() {
     auto& w = ranks_[r];
     const double ratio = static_cast<double>(m) / static_cast<double>(fleet);
     w.ratio = ratio;
-    const bool now = w.flagged ? ratio >= options_.threshold * options_.clear_fraction : ratio >= options_.threshold;
-    if (now != w.flagged) {
-      w.flagged = now;
-      out.push_back({r, now, ratio, std::chrono::nanoseconds{m}, std::chrono::nanoseconds{fleet}});
+    if (ratio >= options_.threshold) {
+      if (!w.above_since)
+        w.above_since = now.count();
+    } else {
+      w.above_since.reset();
+    }
+    const bool confirmed = w.above_since && now.count() - *w.above_since >= options_.confirm.count();
+    const bool slow = w.flagged ? ratio >= options_.threshold * options_.clear_fraction : confirmed;
+    if (slow != w.flagged) {
+      w.flagged = slow;
+      out.push_back({r, slow, ratio, std::chrono::nanoseconds{m}, std::chrono::nanoseconds{fleet}});
     }
   }
   return out;

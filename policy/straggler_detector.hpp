@@ -26,6 +26,9 @@ struct straggler_options {
   /// more of them, at most max_samples, so that a burst of noise is a minority of it.
   std::chrono::nanoseconds span{0};
   std::size_t max_samples = 4096;
+  /// A rank is flagged once its ratio has stayed at or above the threshold in every evaluation for
+  /// this long (the evaluations' `now`): a rank that is slow stays slow, noise comes and goes.
+  std::chrono::nanoseconds confirm{0};
 };
 
 class straggler_detector {
@@ -48,9 +51,10 @@ class straggler_detector {
     std::chrono::nanoseconds rank_median{0};
     std::chrono::nanoseconds fleet_median{0};
   };
-  /// Scores every rank with a full window; returns the changes since the last call. Needs at least
-  /// three scored ranks (with two, neither is the odd one out).
-  std::vector<finding> evaluate();
+  /// Scores every rank with a full window at time `now` (the clock of add's `at`); returns the
+  /// changes since the last call. Needs at least three scored ranks (with two, neither is the odd
+  /// one out).
+  std::vector<finding> evaluate(std::chrono::nanoseconds now = {});
 
   [[nodiscard]] bool flagged(rank_id r) const;
   /// The latest ratio of rank r, once scored.
@@ -63,6 +67,8 @@ class straggler_detector {
     bool full = false;
     bool flagged = false;
     std::optional<double> ratio;
+    /// Since when its ratio has been at or above the threshold, in every evaluation.
+    std::optional<std::int64_t> above_since;
   };
   straggler_options options_;
   std::map<rank_id, rank_window> ranks_;

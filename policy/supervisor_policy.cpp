@@ -44,7 +44,7 @@ policy_config policy_config_of(const config::spec& s) {
   c.backoff_max = s.recovery.backoff_max;
   c.reports_progress = !s.job.external();
   c.preflight = s.checks.preflight;
-  c.screen = {s.checks.min_compute, s.checks.min_memory, s.checks.min_disk};
+  c.screen = {s.checks.min_compute, s.checks.min_memory, s.checks.min_disk, s.checks.min_gpu, s.checks.gpu_gflops};
   return c;
 }
 

@@ -222,14 +222,16 @@ void print_status(const actors::job_status& j) {
 }
 
 void print_ranks(const actors::job_status& j) {
-  // Of the last step: its time, split into compute, collectives and filling batches; micro-batches:
-  // the rank's share of a step; speed: its measured micro-batches per second of compute.
-  std::cout << "rank  node  state       step    step-time  compute  comm     data     micro-batches  speed    restarts  "
-               "last-snapshot\n";
+  // Of the last step: its time, split into compute, collectives and filling batches; score: its
+  // straggler ratio; micro-batches: the rank's share of a step; speed: its measured micro-batches
+  // per second of compute.
+  std::cout << "rank  node  state       step    step-time  compute  comm     data     score  micro-batches  speed    "
+               "restarts  last-snapshot\n";
   for (const auto& r : j.ranks)
     std::cout << pad(std::to_string(r.rank), 6) << pad(r.node, 6) << pad(r.state, 12) << pad(std::to_string(r.step), 8)
               << pad(ms_text(r.step_time_s), 11) << pad(ms_text(r.compute_time_s), 9)
               << pad(ms_text(r.communication_time_s), 9) << pad(ms_text(r.data_time_s), 9)
+              << pad(r.straggler_ratio ? fixed(*r.straggler_ratio, 2) + "x" : "-", 7)
               << pad(r.micro_batches ? std::to_string(*r.micro_batches) : "-", 15)
               << pad(r.speed ? fixed(*r.speed, 0) + "/s" : "-", 9) << pad(std::to_string(r.restarts), 10)
               << r.last_snapshot << "\n";

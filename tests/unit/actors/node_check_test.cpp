@@ -34,7 +34,8 @@ TEST(node_check, measures_compute_memory_and_disk_and_leaves_no_file) {
 }
 
 TEST(node_check, the_figures_cross_the_wire_unchanged) {
-  policy::node_figures f{12.5, 7.25, 300.0, 4.5, 3, 4, "one missing", "disk: cannot write"};
+  policy::node_figures f{12.5, 7.25, 300.0, 4.5, 3, 4, "one missing", 41000.0, "cuda:1: hardware slowdown",
+                         "disk: cannot write"};
   const auto r = report_of(node_id{2}, 9, f);
   EXPECT_EQ(r.node, node_id{2});
   EXPECT_EQ(r.id, 9u);
@@ -46,6 +47,8 @@ TEST(node_check, the_figures_cross_the_wire_unchanged) {
   EXPECT_EQ(back.gpus, 3);
   EXPECT_EQ(back.gpus_expected, 4);
   EXPECT_EQ(back.gpu_detail, "one missing");
+  EXPECT_EQ(back.gpu_gflops, 41000.0);
+  EXPECT_EQ(back.gpu_faults, "cuda:1: hardware slowdown");
   EXPECT_EQ(back.error, "disk: cannot write");
 }
 

@@ -105,6 +105,16 @@ TEST(config, the_node_check_has_defaults_and_its_limits_are_fractions) {
   EXPECT_EQ(e.line, 9u);
   e = only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\npreflight = \"yes\"\n"));
   EXPECT_EQ(e.field, "checks.preflight");
+  // The GPU GEMM: a fraction of the fleet's median and of the rate expected of the part.
+  r = parse_in(dir, two_nodes);
+  EXPECT_DOUBLE_EQ(r.value->checks.min_gpu, 0.8);
+  EXPECT_DOUBLE_EQ(r.value->checks.gpu_gflops, 0.0);
+  r = parse_in(dir, std::string{two_nodes} + "\n[checks]\nmin_gpu = 0.9\ngpu_gflops = 51000\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_DOUBLE_EQ(r.value->checks.min_gpu, 0.9);
+  EXPECT_DOUBLE_EQ(r.value->checks.gpu_gflops, 51000.0);
+  EXPECT_EQ(only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\ngpu_gflops = -1\n")).field, "checks.gpu_gflops");
+  EXPECT_EQ(only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\nmin_gpu = 2\n")).field, "checks.min_gpu");
 }
 
 TEST(config, the_link_check_and_the_periodic_check) {

@@ -88,6 +88,49 @@ TEST(node_screen, a_fleet_of_one_passes_unless_gpus_are_missing_and_an_error_cou
   EXPECT_NE(v.detail.find("3 of the 4 GPUs"), std::string::npos) << v.detail;
 }
 
+node_figures gpu_node(double gpu_gflops) {
+  auto f = figures(30, 10, 400);
+  f.gpus = f.gpus_expected = 8;
+  f.gpu_gflops = gpu_gflops;
+  return f;
+}
+
+TEST(node_screen, a_node_whose_slowest_gpu_lags_the_fleet_or_its_expected_rate_fails_gpu) {
+  std::vector<node_figures> fleet{gpu_node(50000), gpu_node(51000), gpu_node(49000), gpu_node(35000)};
+  auto v = judge_node(fleet[3], fleet, {});
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.check, "gpu");
+  EXPECT_NE(v.detail.find("GEMM 35000.00 GFLOP/s on the slowest GPU is 0.71x the fleet median 49500.00 GFLOP/s, under 0.80x"),
+            std::string::npos)
+      << v.detail;
+  EXPECT_EQ(field(v, "gpu_gflops_median"), "49500.00");
+  EXPECT_TRUE(judge_node(fleet[0], fleet, {}).passed);
+  EXPECT_NE(judge_node(fleet[0], fleet, {}).detail.find("GPU GEMM 50000.00 GFLOP/s (slowest)"), std::string::npos);
+  // A fleet slow alike passes against its own median, not against the rate expected of the part.
+  const std::vector<node_figures> slow_fleet{gpu_node(30000), gpu_node(31000), gpu_node(29000)};
+  EXPECT_TRUE(judge_node(slow_fleet[0], slow_fleet, {}).passed);
+  screen_limits expecting;
+  expecting.gpu_expected_gflops = 50000;
+  v = judge_node(slow_fleet[0], slow_fleet, expecting);
+  EXPECT_EQ(v.check, "gpu");
+  EXPECT_NE(v.detail.find("0.60x the expected 50000.00 GFLOP/s (checks.gpu_gflops), under 0.80x"), std::string::npos)
+      << v.detail;
+  // Nodes without GPUs neither count in the GPU median nor are judged on it.
+  fleet.push_back(figures(30, 10, 400));
+  EXPECT_TRUE(judge_node(fleet.back(), fleet, {}).passed);
+  EXPECT_FALSE(judge_node(fleet[3], fleet, {}).passed);
+}
+
+TEST(node_screen, a_gpu_the_driver_reports_faulty_fails_gpu_whatever_its_speed) {
+  auto bad = gpu_node(50000);
+  bad.gpu_faults = "cuda:3: 2 uncorrected ECC error(s) since the driver loaded";
+  const std::vector<node_figures> fleet{gpu_node(50000), gpu_node(50000), bad};
+  const auto v = judge_node(bad, fleet, {});
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.check, "gpu");
+  EXPECT_EQ(v.detail, "gpu: cuda:3: 2 uncorrected ECC error(s) since the driver loaded");
+}
+
 TEST(node_screen, a_node_whose_check_failed_does_not_pull_the_median_down) {
   auto broken = figures(0, 0, 0);
   broken.error = "disk: cannot create";

@@ -82,6 +82,40 @@ TEST(straggler_detector, with_a_span_a_burst_of_noise_on_one_rank_is_a_minority_
   EXPECT_LE(*named, 1100ms);
 }
 
+TEST(straggler_detector, with_confirm_a_spell_of_noise_shorter_than_it_is_no_alarm_and_a_slow_rank_is_named_after_it) {
+  // Steps of 3 ms (fake clock), windows of 20 steps and 2 s, confirm 5 s. Rank 1 is 1.5x slow
+  // from 4 s to 8 s (a spell of noise: its ratio stays above the threshold for about 3 s); rank 3
+  // is 1.3x slow from 20 s on (a slow device).
+  straggler_detector d{straggler_options{
+      .window = 20, .threshold = 1.25, .clear_fraction = 0.9, .span = 2s, .max_samples = 4096, .confirm = 5s}};
+  std::chrono::nanoseconds now{0};
+  std::optional<std::chrono::nanoseconds> rank3_named;
+  bool rank1_named = false;
+  bool rank1_above = false;
+  while (now < 40s) {
+    now += 3ms;
+    for (std::uint32_t r = 0; r < 4; ++r) {
+      auto ms = 3000us;
+      if (r == 1 && now >= 4s && now < 8s)
+        ms = 4500us;
+      if (r == 3 && now >= 20s)
+        ms = 3900us;
+      d.add(rank_id{r}, ms, now);
+    }
+    for (const auto& x : d.evaluate(now)) {
+      rank1_named = rank1_named || (x.straggler && x.rank == rank_id{1});
+      if (x.straggler && x.rank == rank_id{3} && !rank3_named)
+        rank3_named = now - 20s;
+    }
+    rank1_above = rank1_above || d.ratio(rank_id{1}).value_or(0) >= 1.25;
+  }
+  EXPECT_TRUE(rank1_above) << "the spell raised rank 1's ratio over the threshold";
+  EXPECT_FALSE(rank1_named) << "but not for 5 s";
+  ASSERT_TRUE(rank3_named) << "a rank that stays slow is named";
+  EXPECT_GE(*rank3_named, 5s);
+  EXPECT_LE(*rank3_named, 6200ms) << "once most of its window is slow, plus confirm";
+}
+
 TEST(straggler_detector, a_rank_slowed_1_3x_or_2x_is_named_within_a_window_and_cleared_when_it_recovers) {
   for (const double factor : {1.3, 2.0}) {
     straggler_detector d;
