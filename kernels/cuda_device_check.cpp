@@ -23,60 +23,58 @@ constexpr int side = 4096;  // large enough to reach the device's rate, 64 MiB a
 constexpr int rounds = 5;
 constexpr int products = 4;  // a round: 4 products, 550 GFLOP
 
-// What one measurement holds, freed whatever happens.
-struct gemm_resources {
-  float* a = nullptr;
-  float* b = nullptr;
-  float* c = nullptr;
+// The cuBLAS handle and the two events of one measurement, freed whatever happens (the matrices
+// are device_arrays).
+struct gemm_handles {
   cublasHandle_t blas = nullptr;
   cudaEvent_t start = nullptr;
   cudaEvent_t stop = nullptr;
-  gemm_resources() = default;
-  gemm_resources(const gemm_resources&) = delete;
-  gemm_resources& operator=(const gemm_resources&) = delete;
-  ~gemm_resources() {
+  gemm_handles() = default;
+  gemm_handles(const gemm_handles&) = delete;
+  gemm_handles& operator=(const gemm_handles&) = delete;
+  ~gemm_handles() {
     if (start != nullptr)
       cudaEventDestroy(start);
     if (stop != nullptr)
       cudaEventDestroy(stop);
     if (blas != nullptr)
       cublasDestroy(blas);
-    for (float* p : {a, b, c})
-      if (p != nullptr)
-        cudaFree(p);
   }
 };
 
 status measure(int index, cuda_device_figures& f) {
-  RK_CUDA_TRY(cudaSetDevice(index));
+  RK_RETURN_IF_ERROR(set_device(index));
   char bus[32] = {};
   RK_CUDA_TRY(cudaDeviceGetPCIBusId(bus, sizeof bus, index));
   f.pci_bus_id = bus;
-  const std::size_t bytes = std::size_t{side} * side * sizeof(float);
-  gemm_resources r;
-  for (float** p : {&r.a, &r.b, &r.c}) {
-    RK_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(p), bytes));
-    RK_CUDA_TRY(cudaMemset(*p, 0x3c, bytes));  // every float 0.0115: finite products
-  }
-  RK_CUBLAS_TRY(cublasCreate(&r.blas));
-  RK_CUDA_TRY(cudaEventCreate(&r.start));
-  RK_CUDA_TRY(cudaEventCreate(&r.stop));
+  const std::size_t count = std::size_t{side} * side;
+  RK_ASSIGN_OR_RETURN(auto a, device_array<float>::create(count));
+  RK_ASSIGN_OR_RETURN(auto b, device_array<float>::create(count));
+  RK_ASSIGN_OR_RETURN(auto c, device_array<float>::create(count));
+  // Every input 0.0115 rather than 0: finite products, and the power a real GEMM draws.
+  RK_CUDA_TRY(cudaMemset(a.data(), 0x3c, count * sizeof(float)));
+  RK_CUDA_TRY(cudaMemset(b.data(), 0x3c, count * sizeof(float)));
+  gemm_handles h;
+  RK_CUBLAS_TRY(cublasCreate(&h.blas));
+  RK_CUDA_TRY(cudaEventCreate(&h.start));
+  RK_CUDA_TRY(cudaEventCreate(&h.stop));
   const float one = 1.0f, zero = 0.0f;
   const auto product = [&] {
-    return cublasSgemm(r.blas, CUBLAS_OP_N, CUBLAS_OP_N, side, side, side, &one, r.a, side, r.b, side, &zero, r.c, side);
+    return cublasSgemm(h.blas, CUBLAS_OP_N, CUBLAS_OP_N, side, side, side, &one, a.data(), side, b.data(), side, &zero,
+                       c.data(), side);
   };
   RK_CUBLAS_TRY(product());  // warm-up: the library picks its kernel
   RK_CUDA_TRY(cudaDeviceSynchronize());
   const double flops = 2.0 * side * static_cast<double>(side) * side * products;
   double best = 0;
   for (int round = 0; round < rounds; ++round) {
-    RK_CUDA_TRY(cudaEventRecord(r.start));
+    RK_CUDA_TRY(cudaEventRecord(h.start));
     for (int i = 0; i < products; ++i)
       RK_CUBLAS_TRY(product());
-    RK_CUDA_TRY(cudaEventRecord(r.stop));
-    RK_CUDA_TRY(cudaEventSynchronize(r.stop));
+    RK_CUDA_TRY(cudaEventRecord(h.stop));
+    RK_CUDA_TRY(cudaEventSynchronize(h.stop));
     float ms = 0;
-    RK_CUDA_TRY(cudaEventElapsedTime(&ms, r.start, r.stop));
+    RK_CUDA_TRY(cudaEventElapsedTime(&ms, h.start, h.stop));
     if (ms > 0)
       best = std::max(best, flops / (static_cast<double>(ms) * 1e-3) / 1e9);
   }
