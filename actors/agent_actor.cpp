@@ -10,12 +10,23 @@
 
 #include <cstring>
 
+#include "common/files.hpp"
 #include "common/process.hpp"
 #include "common/text.hpp"
 
 namespace rekindle::actors {
 
 namespace {
+
+// Where this node's workers reach its daemon: the one address it listens on (node.bind, else its
+// host); its host when it listens on every address. Never loopback unless configured: loopback is
+// not listened on then, and transport.net_devices may leave it out.
+std::string daemon_address_for_workers(const node_context& ctx) {
+  const auto& node = ctx.spec.nodes.at(ctx.node.value());
+  const bool any = node.bind == "0.0.0.0" || node.bind == "::";
+  const auto& host = node.bind.empty() || any ? node.host : node.bind;
+  return host + ":" + std::to_string(ctx.bridge->port());
+}
 // From a lost connection to the process's exit as the reaper sees it: a worker closes its
 // endpoint a moment before it dies; a program's interpreter may take seconds to exit after it left.
 constexpr std::chrono::milliseconds worker_exit_grace{50};
@@ -314,6 +325,8 @@ caf::behavior agent_actor::make_behavior() {
       [this](const envelope&, const job_finished& j) {
         finished_ = true;
         spdlog::info("agent: job {} {}", j.state, j.reason);
+        // For a daemon that exits when the job is done and shares no folder with the supervisor's.
+        (void)write_file_atomically(ctx_->node_dir / "job.done", j.state + "\n");
         for (auto& [i, w] : workers_) {
           to_worker(w, j);
           if (w.external && !w.retiring)
@@ -551,7 +564,7 @@ std::int32_t agent_actor::start_program(std::optional<std::uint32_t> local_index
                 {"REKINDLE_NODE", ctx_->node_name()},
                 {"REKINDLE_JOB", job.name},
                 // What the worker API (api/rekindle.h) joins with.
-                {"REKINDLE_AGENT", "127.0.0.1:" + std::to_string(ctx_->bridge->port())},
+                {"REKINDLE_AGENT", daemon_address_for_workers(*ctx_)},
                 {"REKINDLE_CONFIG", std::filesystem::absolute(ctx_->config_path).string()},
                 {"REKINDLE_DATA_DIR", std::filesystem::absolute(ctx_->data_dir).string()}});
   // `import rekindle` finds the package built next to this daemon, ahead of the program's path
@@ -583,7 +596,7 @@ std::int32_t agent_actor::fork_worker(std::optional<std::uint32_t> local_index) 
                                 "--node",
                                 ctx_->node_name(),
                                 "--agent",
-                                "127.0.0.1:" + std::to_string(ctx_->bridge->port()),
+                                daemon_address_for_workers(*ctx_),
                                 "--data-dir",
                                 ctx_->data_dir.string(),
                                 "--config",

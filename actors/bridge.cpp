@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "common/logging.hpp"
+
 namespace rekindle::actors {
 
 namespace {
@@ -134,6 +136,7 @@ void bridge::set_epoch(epoch_t e) noexcept {
   std::uint64_t cur = epoch_.load();
   while (e.value() > cur && !epoch_.compare_exchange_weak(cur, e.value())) {
   }
+  set_log_epoch(e.value());
 }
 
 std::uint16_t bridge::port() const noexcept { return messenger_->port(); }

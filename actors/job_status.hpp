@@ -41,6 +41,10 @@ struct checkpoint_status {
   std::optional<std::uint64_t> writing_step;
   /// Why the last one failed.
   std::optional<std::string> error;
+  /// How long writing the newest committed one took, from its start to its commit.
+  std::optional<double> persist_s;
+  /// Checkpoints committed by this supervisor since it started.
+  std::uint64_t committed = 0;
 };
 
 struct node_status {
@@ -52,6 +56,8 @@ struct node_status {
   std::string check;
   /// The check's figures, or what failed with the figures.
   std::string check_detail;
+  /// Seconds since its agent was last heard from (null while it is down).
+  std::optional<double> heartbeat_age_s;
 };
 
 struct rank_status_view {
@@ -132,8 +138,9 @@ struct job_status {
 };
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(checkpoint_status, directory, persist_every, last_step, writing_step,
-                                                error)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(node_status, name, up, standby_ready, check, check_detail)
+                                                error, persist_s, committed)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(node_status, name, up, standby_ready, check, check_detail,
+                                                heartbeat_age_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(rank_status_view, rank, node, pid, state, step, step_time_s,
                                                 compute_time_s, compute_cpu_time_s, communication_time_s,
                                                 data_time_s, straggler_ratio, micro_batches, speed, snapshot_stall_s, last_snapshot,

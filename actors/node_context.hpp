@@ -32,6 +32,8 @@ void configure_actor_system(caf::actor_system_config& cfg, std::size_t threads);
 /// checkpoint actor sends through it too.
 ///
 /// Thread-safety: every method may be called from any thread.
+class status_board;
+
 class supervisor_link {
  public:
   explicit supervisor_link(bridge& b) : bridge_(b) {}
@@ -109,6 +111,8 @@ struct node_context {
   /// The process's bridge: messages to and from other processes, fenced by epoch.
   actors::bridge* bridge = nullptr;
   supervisor_link* supervisor = nullptr;
+  /// Where this daemon's supervisor publishes the job's status for the HTTP server (null: nowhere).
+  status_board* board = nullptr;
   /// With a standby: the leader etcd names (the daemon's leadership thread keeps it current).
   leader_record leader;
   const clock* time = nullptr;

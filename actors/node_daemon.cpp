@@ -18,10 +18,16 @@
 #include "actors/checkpoint_actor.hpp"
 #include "actors/leadership.hpp"
 #include "actors/messages.hpp"
+#include "actors/metrics.hpp"
+#include "actors/status_board.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "common/files.hpp"
+#include "common/service_notify.hpp"
 #include "storage/state_store.hpp"
 #include "training/training_task.hpp"
+#include "web/exposition.hpp"
+#include "web/http_server.hpp"
+#include "web/status_page.hpp"
 
 namespace rekindle::actors {
 
@@ -29,8 +35,78 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// A stop signal taken by a handler: one delivered to a thread that does not block it (OpenBLAS
+/// starts its threads before main(), with no signal blocked), which would otherwise end the
+/// process at once instead of stopping it cleanly.
+std::atomic<int> stop_signal{0};
+extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
+
+/// A status older than this is from a supervisor that no longer runs here.
+constexpr auto status_max_age = std::chrono::seconds{10};
+
+/// The status for the page, with its loss curve as (step, loss) pairs.
+nlohmann::json page_status(const job_status& job, const loss_curve& curve) {
+  auto j = nlohmann::json(job);
+  j.erase("losses");
+  j.erase("step_seconds");
+  j["loss_curve"] = curve;
+  return j;
+}
+
+/// The daemon's HTTP endpoints: /metrics everywhere; the status page and its data where the
+/// supervisor runs.
+std::vector<web::route> http_routes(const node_context& ctx, const bridge& b, const status_board& board,
+                                    std::chrono::steady_clock::time_point started) {
+  std::vector<web::route> routes;
+  routes.push_back({"/metrics", [&ctx, &b, &board, started] {
+                      daemon_figures d;
+                      d.node = ctx.node_name();
+                      const auto job = board.latest(status_max_age);
+                      d.role = job ? "supervisor" : "node";
+                      d.epoch = b.epoch().value();
+                      d.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+                      d.transport = b.stats();
+                      d.stale_delivered = b.stale_delivered();
+                      d.not_from_leader = b.not_from_leader();
+                      d.refused = b.refused();
+                      d.undeliverable = b.undeliverable();
+                      return web::response{200, std::string{web::exposition::content_type}, render_metrics(d, job.get())};
+                    }});
+  auto not_here = [&ctx] {
+    const auto where = ctx.supervisor_address();
+    return web::response{404, "text/plain; charset=utf-8",
+                         "this daemon (" + ctx.node_name() + ") does not run the job's supervisor" +
+                             (where.empty() ? std::string{} : "; its daemon is at " + where) + "\n"};
+  };
+  routes.push_back({"/api/status", [&board, not_here] {
+                      const auto job = board.latest(status_max_age);
+                      if (!job)
+                        return not_here();
+                      return web::response{200, "application/json", page_status(*job, *board.curve()).dump()};
+                    }});
+  routes.push_back({"/api/events", [&board, not_here] {
+                      if (!board.latest(status_max_age))
+                        return not_here();
+                      return web::response{200, "application/json", nlohmann::json(board.events()).dump()};
+                    }});
+  routes.push_back({"/", [&board, not_here] {
+                      if (!board.latest(status_max_age))
+                        return not_here();
+                      return web::response{200, "text/html; charset=utf-8", std::string{web::status_page_html()}};
+                    }});
+  return routes;
+}
 
 }  // namespace
+
+web::access http_access(const config::security_spec& s) {
+  if (s.token.empty())
+    return {};
+  if (s.readonly_token.empty())
+    return {"", "authentication is on (security.token_file) and no read-only token is configured: set "
+                "security.readonly_token_file to open /metrics and the status page"};
+  return {s.readonly_token, ""};
+}
 
 int run_node_daemon(daemon_options o) {
   // Stop signals are taken by sigtimedwait in this thread and SIGCHLD by the reaper's signalfd;
@@ -45,6 +121,11 @@ int run_node_daemon(daemon_options o) {
   sigset_t blocked = stop_signals;
   sigaddset(&blocked, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
+  struct sigaction stop_action {};
+  stop_action.sa_handler = on_stop_signal;
+  sigemptyset(&stop_action.sa_mask);
+  sigaction(SIGTERM, &stop_action, nullptr);
+  sigaction(SIGINT, &stop_action, nullptr);
 
   const auto node = o.spec.find_node(o.node);
   if (!node) {
@@ -70,6 +151,7 @@ int run_node_daemon(daemon_options o) {
     return 3;
   }
   const bool is_supervisor = *node == o.spec.supervisor_node();
+  fs::remove(ctx.node_dir / "job.done", ec);  // a previous run's
 
   caf::actor_system_config cfg;
   configure_actor_system(cfg, o.spec.daemon.actor_threads);
@@ -77,7 +159,7 @@ int run_node_daemon(daemon_options o) {
 
   const auto& me = o.spec.nodes.at(node->value());
   auto mo = messenger_options_for(o.spec, *node, "rekindled " + o.node);
-  mo.listen_host = me.host;
+  mo.listen_host = me.bind.empty() ? me.host : me.bind;
   mo.listen_port = o.port ? *o.port : me.port;
   mo.readonly_token = o.spec.security.readonly_token;
   auto b = bridge::start(sys, mo);
@@ -90,7 +172,27 @@ int run_node_daemon(daemon_options o) {
   supervisor_link link{**b};
   ctx.supervisor = &link;
   (void)write_file_atomically(ctx.node_dir / "daemon.addr", ctx.address + "\n");
-  spdlog::info("rekindled {} listening on {}{}", o.node, ctx.address, is_supervisor ? " (supervisor)" : "");
+  spdlog::info("rekindled {} listening on {}{}{}", o.node, ctx.address,
+               me.bind.empty() ? std::string{} : " (bound to " + me.bind + ")", is_supervisor ? " (supervisor)" : "");
+
+  status_board board;
+  ctx.board = &board;
+  std::unique_ptr<web::http_server> http;
+  if (o.spec.daemon.http) {
+    web::server_options ho;
+    ho.host = !o.spec.daemon.http_host.empty() ? o.spec.daemon.http_host : mo.listen_host;
+    ho.port = o.spec.daemon.http_port;
+    ho.who = http_access(o.spec.security);
+    auto started = web::http_server::start(ho, http_routes(ctx, **b, board, std::chrono::steady_clock::now()));
+    if (!started) {
+      spdlog::error("{} (daemon.http_port; daemon.http = false turns HTTP off)", started.error().message());
+      return 3;
+    }
+    http = std::move(*started);
+    const auto where = ho.host + ":" + std::to_string(http->port());
+    (void)write_file_atomically(ctx.node_dir / "http.addr", where + "\n");
+    spdlog::info("http on {}: /metrics{}", where, is_supervisor || ctx.with_standby() ? ", the status page at /" : "");
+  }
 
   // Snapshot slots: last run's leftovers go, then one per local rank, sized for the largest state.
   const auto prefix = storage::snapshot_slot::name_prefix(ctx.node_dir, o.spec.job.name);
@@ -124,6 +226,12 @@ int run_node_daemon(daemon_options o) {
     leader = std::make_unique<leadership>(sys, ctx, agent);
   const bool candidate = is_supervisor || o.node == o.spec.cluster.standby;
 
+  // Ready: the transport listens, the slots exist, the actors run (systemd's Type=notify).
+  if (auto n = notify_service_manager("READY=1\nSTATUS=node " + o.node + " listening on " + ctx.address +
+                                      "\nMAINPID=" + std::to_string(::getpid()));
+      !n.ok())
+    spdlog::warn("{}", n.message());
+
   // The reaper: worker processes are reported the moment they end (SIGCHLD through a signalfd),
   // and the thread ends with the daemon.
   std::atomic<bool> stopping{false};
@@ -146,9 +254,12 @@ int run_node_daemon(daemon_options o) {
   int exit_code = 0;
   for (;;) {
     timespec wait{0, 200'000'000};
-    const int sig = sigtimedwait(&stop_signals, nullptr, &wait);
+    int sig = sigtimedwait(&stop_signals, nullptr, &wait);
+    if (sig <= 0)
+      sig = stop_signal.load();
     if (sig == SIGTERM || sig == SIGINT) {
       spdlog::info("rekindled {} stops on signal {}", o.node, sig);
+      (void)notify_service_manager("STOPPING=1");
       break;
     }
     if (o.exit_when_done) {
@@ -159,10 +270,21 @@ int run_node_daemon(daemon_options o) {
         std::this_thread::sleep_for(std::chrono::milliseconds{300});
         break;
       }
-      if (!(ctx.with_standby() ? candidate : is_supervisor) && fs::exists(ctx.data_dir / "report.json"))
-        break;
+      if (!(ctx.with_standby() ? candidate : is_supervisor)) {
+        if (fs::exists(ctx.data_dir / "report.json"))
+          break;
+        // The agent heard the job end from the supervisor (hosts that share no data folder).
+        if (std::ifstream done(ctx.node_dir / "job.done"); done) {
+          std::string state;
+          done >> state;
+          exit_code = state == "failed" ? 1 : 0;
+          break;
+        }
+      }
     }
   }
+  if (http)
+    http->stop();  // its routes read the bridge and the board
   leader.reset();  // stops its supervisor, if it runs one, and gives up the lease
   if (supervisor)
     caf::anon_send_exit(supervisor, caf::exit_reason::user_shutdown);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "config/spec.hpp"
+#include "web/http_server.hpp"
 
 namespace rekindle::actors {
 
@@ -23,6 +24,11 @@ struct daemon_options {
   /// Exit once the job has completed, failed or stopped. Default: keep running.
   bool exit_when_done = false;
 };
+
+/// Who may read a daemon's HTTP endpoints: anyone without authentication; with it, holders of the
+/// read-only token (the admin token is never accepted there, so it never appears in a URL or a
+/// page); with authentication and no read-only token, nobody, saying why.
+[[nodiscard]] web::access http_access(const config::security_spec& s);
 
 /// Runs a node daemon until SIGTERM or SIGINT (or the job's end with exit_when_done): the
 /// transport and bridge, the agent and checkpoint actors, the supervisor on the supervisor node,

@@ -4,6 +4,7 @@
 
 #include "actors/node_context.hpp"
 #include "common/checksum.hpp"
+#include "common/logging.hpp"
 #include "common/text.hpp"
 #include "storage/shard_file.hpp"
 
@@ -182,6 +183,7 @@ void rank_session::enter(const worker_assignment& a) {
     std::lock_guard lock{mutex_};
     assigned_epoch_ = a.epoch.value();
   }
+  set_log_rank(a.rank.value());
   collectives.reset();
   ctx_.bridge->set_epoch(a.epoch);
 }

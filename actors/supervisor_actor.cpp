@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "actors/job_status.hpp"
+#include "actors/status_board.hpp"
 #include "common/checksum.hpp"
 #include "common/files.hpp"
 #include "common/text.hpp"
@@ -83,6 +84,12 @@ void supervisor_actor::event(const std::string& kind, const std::string& detail,
   e.fields = std::move(fields);
   if (!detail.empty())
     e.fields.insert(e.fields.begin(), {"detail", detail});
+  if (ctx_->board != nullptr)
+    ctx_->board->add_event({std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count(),
+                            kind, policy_.epoch().value(), rank ? std::optional{rank->value()} : std::nullopt,
+                            node ? std::optional{ctx_->spec.nodes.at(node->value()).name} : std::nullopt, detail});
   if (auto r = store_->append_event(std::move(e)); !r)
     spdlog::error("the event log refused an event: {}", r.error().message());
 }
@@ -282,10 +289,10 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
 caf::behavior supervisor_actor::make_behavior() {
   ctx_->bridge->expose("supervisor", this);
   ctx_->bridge->watch_peers(this);
-  // A new leader: agents that connected before it was exposed said hello to nobody.
-  if (ctx_->with_standby())
-    for (const auto peer : ctx_->bridge->peers())
-      ctx_->bridge->send(peer, "supervisor", "agent", introduce_yourself{term_});
+  // Agents that connected to this daemon before the supervisor was exposed (a new leader, or
+  // daemons on other hosts quicker than this one's start-up) said hello to nobody.
+  for (const auto peer : ctx_->bridge->peers())
+    ctx_->bridge->send(peer, "supervisor", "agent", introduce_yourself{term_});
   load_checkpoints();
   // A restarted supervisor resumes from its store: a new epoch once the nodes are back.
   auto loaded = store_->load();
@@ -538,7 +545,7 @@ caf::behavior supervisor_actor::make_behavior() {
   }.or_else(admin_behavior());
 }
 
-std::string supervisor_actor::status_json(bool full) const {
+job_status supervisor_actor::make_status(bool full) const {
   job_status j;
   j.job = ctx_->spec.job.name;
   j.state = finished_ ? final_state_ : std::string{to_string(policy_.state())};
@@ -573,6 +580,8 @@ std::string supervisor_actor::status_json(bool full) const {
     j.checkpoint.writing_step = writing->value();
   if (!checkpoints_.error().empty())
     j.checkpoint.error = checkpoints_.error();
+  j.checkpoint.persist_s = persist_s_;
+  j.checkpoint.committed = persists_committed_;
   for (std::uint32_t n = 0; n < ctx_->spec.nodes.size(); ++n) {
     const auto it = standby_ready_.find(n);
     const bool up = policy_.node_up(node_id{n});
@@ -581,6 +590,8 @@ std::string supervisor_actor::status_json(bool full) const {
       j.nodes.back().check = verdict->passed ? "passed" : "quarantined";
       j.nodes.back().check_detail = verdict->detail;
     }
+    if (const auto age = policy_.heartbeat_age(node_id{n}))
+      j.nodes.back().heartbeat_age_s = std::chrono::duration<double>(*age).count();
   }
   j.balance = ctx_->spec.job.balance;
   j.micro_batches = shares_;
@@ -640,11 +651,15 @@ std::string supervisor_actor::status_json(bool full) const {
     j.losses = losses_;
     j.step_seconds = step_seconds_;
   }
-  return nlohmann::json(j).dump(2);
+  return j;
 }
+
+std::string supervisor_actor::status_json(bool full) const { return nlohmann::json(make_status(full)).dump(2); }
 
 void supervisor_actor::write_status(bool final) {
   (void)write_file_atomically(ctx_->data_dir / "status.json", status_json(false));
+  if (ctx_->board != nullptr)
+    ctx_->board->publish(make_status(false), thin_losses(losses_, max_step_));
   if (final)
     (void)write_file_atomically(ctx_->data_dir / "report.json", status_json(true));
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/job_status.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
 #include "policy/checkpoint_coordinator.hpp"
@@ -82,6 +83,7 @@ class supervisor_actor : public caf::event_based_actor {
   void open_recovery(const std::string& cause, std::optional<rank_id> rank, std::optional<node_id> node,
                      std::int64_t injected_ns = 0);
   void write_status(bool final);
+  [[nodiscard]] job_status make_status(bool full) const;
   [[nodiscard]] std::string status_json(bool full) const;
 
   // ---- operators' requests (supervisor_admin.cpp) ----
@@ -226,6 +228,11 @@ class supervisor_actor : public caf::event_based_actor {
   policy::supervisor_policy policy_;
   /// When checkpoints on disk are written and when they count.
   policy::checkpoint_coordinator checkpoints_;
+  /// When the checkpoint being written began (the clock's ns); how long the newest committed one
+  /// took; how many committed.
+  std::int64_t persist_began_ns_ = 0;
+  std::optional<double> persist_s_;
+  std::uint64_t persists_committed_ = 0;
   std::map<node_id, transport::peer_id> agents_;
   std::vector<std::string> node_addresses_;
   /// Per node, from its last heartbeat: a warm standby worker waits there.

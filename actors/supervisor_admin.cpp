@@ -15,6 +15,7 @@
 #include "actors/node_check.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "common/text.hpp"
+#include "common/utc.hpp"
 
 namespace rekindle::actors {
 
@@ -26,14 +27,7 @@ using json = nlohmann::json;
 
 // "2026-11-30T14:04:31.123Z".
 std::string utc_text(clock::wall_time t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
-  return buf;
+  return rekindle::utc_text(std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
 }
 
 // "2.5" for a factor of 2.5, "2" for 2.

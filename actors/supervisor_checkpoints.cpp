@@ -92,6 +92,7 @@ void supervisor_actor::carry_out(std::vector<checkpoint_action> actions) {
         continue;
       }
       checkpoints_.begun();
+      persist_began_ns_ = now_ns(*ctx_->time);
       spdlog::debug("persisting step {} to {}", b->step.value(), checkpoint_dir().string());
       to_all_agents(persist_request{b->epoch, b->step});
     } else if (const auto* c = std::get_if<commit_checkpoint>(&action)) {
@@ -111,6 +112,9 @@ void supervisor_actor::carry_out(std::vector<checkpoint_action> actions) {
       if (auto w = storage::write_manifest_file(checkpoint_dir(), m); !w.ok())
         spdlog::warn("checkpoint of step {} committed; its manifest file: {}", m.step.value(), w.message());
       policy_.on_checkpoint_committed(m.step, m.world_size);
+      if (persist_began_ns_ > 0)
+        persist_s_ = static_cast<double>(now_ns(*ctx_->time) - persist_began_ns_) / 1e9;
+      ++persists_committed_;
       carry_out(checkpoints_.committed());
       apply_retention();
     } else if (const auto* d = std::get_if<drop_checkpoint>(&action)) {

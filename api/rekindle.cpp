@@ -255,7 +255,8 @@ int rk_join(rk_rank** out) {
     }
     const std::optional<std::uint32_t> local_index =
         standby ? std::nullopt : std::optional{static_cast<std::uint32_t>(std::strtoul(local.c_str(), nullptr, 10))};
-    init_logging("rank[" + node_name + "/" + local + "]", spec.daemon.log);
+    set_log_node(node_name);
+    init_logging("rank[" + node_name + "/" + local + "]", spec.daemon.log, spec.daemon.log_format);
     const auto node_dir = std::filesystem::path{data_dir} / node_name;
     std::optional<storage::snapshot_slot> slot;
     if (local_index) {

@@ -1,7 +1,7 @@
 # rekindle_add_component(<name> SOURCES ... [DEPENDS ...] [PRIVATE_DEPENDS ...] [TEST_DEPENDS ...])
 #
 # Builds the library rekindle::<name> from the folder <name>/ and registers its tests: every
-# tests/<label>/<name>/*_test.cpp (label: unit, integration, fault, gpu) becomes one test binary
+# tests/<label>/<name>/*_test.cpp (label: unit, integration, fault, gpu, multihost) becomes one test binary
 # <name>_<label>_test whose GoogleTest cases are CTest tests labelled <label>.
 #
 # rekindle_add_executable(<target> SOURCES ... DEPENDS ...) builds a program with the same flags.
@@ -25,13 +25,15 @@ target_compile_definitions(rekindle_flags INTERFACE
   REKINDLE_VERSION="${PROJECT_VERSION}"
   $<$<BOOL:${REKINDLE_CUDA_ENABLED}>:REKINDLE_WITH_CUDA=1>)
 
-set(REKINDLE_TEST_LABELS unit integration fault gpu)
+set(REKINDLE_TEST_LABELS unit integration fault gpu multihost)
 # Seconds a single test may run before CTest kills it; integration and fault tests wait on
 # events with generous deadlines, never on speed.
 set(REKINDLE_TEST_TIMEOUT_unit 60)
 set(REKINDLE_TEST_TIMEOUT_integration 300)
 set(REKINDLE_TEST_TIMEOUT_fault 300)
 set(REKINDLE_TEST_TIMEOUT_gpu 300)
+# Multi-host tests run a failure-free reference and then a job through network faults.
+set(REKINDLE_TEST_TIMEOUT_multihost 600)
 
 function(rekindle_add_tests name)
   cmake_parse_arguments(ARG "" "" "DEPENDS" ${ARGN})
@@ -55,7 +57,7 @@ function(rekindle_add_tests name)
     # Fault tests start many processes and measure detection by deadlines: one at a time, so a
     # 2-core machine does not starve their heartbeats.
     set(serial FALSE)
-    if(label STREQUAL "fault")
+    if(label STREQUAL "fault" OR label STREQUAL "multihost")
       set(serial TRUE)
     endif()
     gtest_discover_tests(${target}

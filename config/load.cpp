@@ -415,6 +415,10 @@ void read_nodes(context& ctx, const toml::table& root, spec& s) {
     node.host = r.string("host", node.host);
     if (auto h = check_host(node.host); !h.ok())
       r.error("host", h.message());
+    node.bind = r.string("bind", node.bind);
+    if (!node.bind.empty())
+      if (auto h = check_host(node.bind); !h.ok())
+        r.error("bind", h.message());
     node.port = r.integer<std::uint16_t>("port", node.port, 0, 65535);
     if (const auto* d = r.get("devices")) {
       const auto* list = d->as_array();
@@ -704,6 +708,14 @@ void read_daemon(context& ctx, const toml::table& root, spec& s) {
     d.log = *l;
   else
     r.error("log", l.error().message());
+  const auto format = r.string("log_format", std::string{to_string(d.log_format)});
+  if (auto f = parse_log_format(format))
+    d.log_format = *f;
+  else
+    r.error("log_format", f.error().message());
+  d.http = r.boolean("http", d.http);
+  d.http_host = r.string("http_host", d.http_host);
+  d.http_port = r.integer<std::uint16_t>("http_port", d.http_port, 0, 65535);
   r.finish();
 }
 
@@ -877,6 +889,7 @@ std::string to_toml(const spec& s) {
     o << "\n[[nodes]]\n"
       << "name = " << quote(n.name) << "\n"
       << "host = " << quote(n.host) << "\n"
+      << "bind = " << quote(n.bind) << "\n"
       << "port = " << n.port << "\n";
     if (!n.devices.empty()) {
       o << "devices = [";
@@ -973,7 +986,11 @@ std::string to_toml(const spec& s) {
   o << "\n[daemon]\n"
     << "data_dir = " << quote(s.daemon.data_dir.string()) << "\n"
     << "actor_threads = " << s.daemon.actor_threads << "\n"
-    << "log = " << quote(to_string(s.daemon.log)) << "\n";
+    << "log = " << quote(to_string(s.daemon.log)) << "\n"
+    << "log_format = " << quote(to_string(s.daemon.log_format)) << "\n"
+    << "http = " << (s.daemon.http ? "true" : "false") << "\n"
+    << "http_host = " << quote(s.daemon.http_host) << "\n"
+    << "http_port = " << s.daemon.http_port << "\n";
   return o.str();
 }
 

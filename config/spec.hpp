@@ -30,8 +30,11 @@ struct device_spec {
 struct node_spec {
   /// Unique name, e.g. "n0". Required.
   std::string name;
-  /// Address the daemon listens on and peers connect to. Default: "127.0.0.1".
+  /// Address peers connect to (the one this node advertises). Default: "127.0.0.1".
   std::string host = "127.0.0.1";
+  /// Address the daemon listens on, when not `host`: "0.0.0.0" for every address of the machine,
+  /// or one interface's address behind NAT or in a container. Default: "" (`host`).
+  std::string bind;
   /// Listening port. Default: 0 (any free port; the daemon prints the one it got).
   std::uint16_t port = 0;
   /// Devices of the ranks on this node, one rank each. Default: `cluster.ranks_per_node` ranks on
@@ -272,6 +275,14 @@ struct daemon_spec {
   std::uint32_t actor_threads = 2;
   /// Log level: trace, debug, info, warn, error, off. Default: info.
   log_level log = log_level::info;
+  /// Log lines as text for people, or as JSON objects one per line for log shippers. Default: text.
+  rekindle::log_format log_format = rekindle::log_format::text;
+  /// Serve /metrics (and, on the supervisor's daemon, the status page) over HTTP. Default: true.
+  bool http = true;
+  /// Address the HTTP server binds. Default: "" (the node's host).
+  std::string http_host;
+  /// Its port. Default: 0 (any free port; the daemon writes it to <data_dir>/<node>/http.addr).
+  std::uint16_t http_port = 0;
 
   bool operator==(const daemon_spec&) const = default;
 };

@@ -60,6 +60,12 @@ bool supervisor_policy::node_up(node_id n) const {
   return n.value() < nodes_.size() && nodes_[n.value()].up;
 }
 
+std::optional<clock::duration> supervisor_policy::heartbeat_age(node_id n) const {
+  if (!node_up(n))
+    return std::nullopt;
+  return clock_.now() - nodes_[n.value()].last_heartbeat;
+}
+
 std::vector<rank_slot> supervisor_policy::initial_placement() const {
   std::vector<rank_slot> out;
   std::uint32_t next = 0;

@@ -172,6 +172,9 @@ class supervisor_policy {
   [[nodiscard]] std::uint32_t restarts_of(rank_id r) const;
   [[nodiscard]] const std::string& reason() const noexcept { return reason_; }
   [[nodiscard]] bool node_up(node_id n) const;
+  /// How long since node `n`'s agent was last heard from (a heartbeat or its coming up); nullopt
+  /// while it is down.
+  [[nodiscard]] std::optional<clock::duration> heartbeat_age(node_id n) const;
   /// True when a message stamped `e` belongs to the current epoch.
   [[nodiscard]] bool accepts(epoch_t e) const noexcept { return e == epoch_; }
 

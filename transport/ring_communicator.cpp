@@ -23,8 +23,9 @@ using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 using detail::chunk_tag;
 
-// Identifies the machine, its boot and this IPC namespace: ranks with equal identities share
-// memory.
+// Identifies the machine, its boot, this IPC namespace and this network namespace: ranks with equal
+// identities share memory. Hosts emulated as network namespaces of one machine (the multi-host
+// tests) are different hosts, whose traffic crosses their links.
 std::string host_identity() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
@@ -36,6 +37,9 @@ std::string host_identity() {
   char ipc[128] = {};
   if (const auto n = readlink("/proc/self/ns/ipc", ipc, sizeof ipc - 1); n > 0)
     id += "/" + std::string(ipc, static_cast<std::size_t>(n));
+  char net[128] = {};
+  if (const auto n = readlink("/proc/self/ns/net", net, sizeof net - 1); n > 0)
+    id += "/" + std::string(net, static_cast<std::size_t>(n));
   return id;
 }
 

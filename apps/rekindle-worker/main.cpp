@@ -45,8 +45,9 @@ int main(int argc, char** argv) {
     std::cerr << "rekindle-worker: --local-index N or --standby is required\n";
     return 2;
   }
+  set_log_node(node);
   init_logging("worker[" + node + "/" + (standby ? std::string{"standby"} : std::to_string(local_index)) + "]",
-               spec.daemon.log);
+               spec.daemon.log, spec.daemon.log_format);
   const auto node_id_ = spec.find_node(node);
   if (!node_id_) {
     spdlog::error("node '{}' is not in {}", node, spec.source);

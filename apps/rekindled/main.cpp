@@ -55,8 +55,9 @@ int main(int argc, char** argv) {
   CLI::App app{"rekindled: the rekindle node daemon (one per node; the supervisor node's also runs the supervisor)",
                "rekindled"};
   app.set_version_flag("--version", std::string{"rekindled "} + REKINDLE_VERSION);
-  std::string check_path, config_path, node, data_dir, supervisor, log_level;
+  std::string check_path, config_path, node, data_dir, supervisor, log_level, log_format;
   int port = -1;
+  int http_port = -1;
   bool exit_when_done = false;
   auto* check = app.add_option("--check-config", check_path,
                                "Validate a configuration file and print the effective configuration with every default "
@@ -67,7 +68,12 @@ int main(int argc, char** argv) {
   app.add_option("--supervisor", supervisor, "host:port of the supervisor's daemon when the configuration has no port for it");
   app.add_option("--port", port, "Overrides the node's configured port (0: any free port)")
       ->check(apps::whole_number(0, 65535));
+  app.add_option("--http-port", http_port, "Overrides daemon.http_port: /metrics and the status page (0: any free port)")
+      ->check(apps::whole_number(0, 65535));
   app.add_option("--log", log_level, "Log level: trace, debug, info, warn, error, off (default: daemon.log)");
+  app.add_option("--log-format", log_format,
+                 "Log lines as 'text' for people or 'json' (one object per line) for log shippers (default: "
+                 "daemon.log_format)");
   app.add_flag("--exit-when-done", exit_when_done, "Exit once the job has completed, failed or stopped");
   if (const auto done = apps::parse_command_line(app, argc, argv, "rekindled", exit_bad_config))
     return *done;
@@ -101,13 +107,25 @@ int main(int argc, char** argv) {
     }
     level = *l;
   }
-  init_logging("rekindled[" + node + "]", level);
+  auto format = result.value->daemon.log_format;
+  if (!log_format.empty()) {
+    auto f = parse_log_format(log_format);
+    if (!f) {
+      std::cerr << "rekindled: --log-format: " << f.error().message() << "\n";
+      return exit_bad_config;
+    }
+    format = *f;
+  }
+  set_log_node(node);
+  init_logging("rekindled[" + node + "]", level, format);
   if (!result.value->find_node(node)) {
     std::cerr << "rekindled: node '" << node << "' is not in " << result.value->source << "\n";
     return exit_bad_config;
   }
   actors::daemon_options o;
   o.spec = *result.value;
+  if (http_port >= 0)
+    o.spec.daemon.http_port = static_cast<std::uint16_t>(http_port);
   if (!config_path.empty() && config_path != "-")
     o.config_path = std::filesystem::absolute(config_path);
   o.node = node;

@@ -19,7 +19,9 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
   std::string toml = "[cluster]\nname = \"test\"\nranks_per_node = " + std::to_string(options_.ranks_per_node) + "\n" +
                      options_.cluster_extra;
   for (const auto& n : node_names())
-    toml += "\n[[nodes]]\nname = \"" + n + "\"\nhost = \"127.0.0.1\"\n" + (n == "s0" ? "spare = true\n" : "") +
+    toml += "\n[[nodes]]\nname = \"" + n + "\"\nhost = \"" + (options_.host ? options_.host(n) : "127.0.0.1") + "\"\n" +
+            (options_.port != 0 ? "port = " + std::to_string(options_.port) + "\n" : "") +
+            (options_.bind && !options_.bind(n).empty() ? "bind = \"" + options_.bind(n) + "\"\n" : "") + (n == "s0" ? "spare = true\n" : "") +
             (options_.speeds.contains(n) ? "speed = " + std::to_string(options_.speeds.at(n)) + "\n" : "");
   toml += "\n[job]\nname = \"test\"\nsteps = " + std::to_string(options_.steps) +
           "\nglobal_batch = " + std::to_string(options_.global_batch) +
@@ -32,7 +34,7 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
           (options_.checkpoint_dir.empty() ? std::string{} : "directory = \"" + options_.checkpoint_dir + "\"\n") +
           "\n"
           "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"20s\"\nrendezvous = \"" + options_.rendezvous + "\"\ncollective = \"5s\"\n"
-          "\n[transport]\nnet_devices = \"lo\"\n"
+          "\n[transport]\nnet_devices = \"" + options_.net_devices + "\"\ntls = \"" + options_.tls + "\"\n"
           "\n[daemon]\ndata_dir = \"" +
           data_.string() + "\"\n" + options_.extra;
   std::ofstream(config_) << toml;
@@ -43,7 +45,7 @@ local_cluster::~local_cluster() {
     d->kill_all();
   // Daemons killed on purpose left their snapshot slots behind.
   for (const auto& n : node_names())
-    (void)storage::snapshot_slot::remove_with_prefix(storage::snapshot_slot::name_prefix(data_ / n, "test"));
+    (void)storage::snapshot_slot::remove_with_prefix(storage::snapshot_slot::name_prefix(node_dir(n), "test"));
 }
 
 std::vector<std::string> local_cluster::node_names() const {
@@ -57,10 +59,15 @@ std::vector<std::string> local_cluster::node_names() const {
 
 void local_cluster::start(const std::string& node) {
   fs::create_directories(data_);
-  daemons_[node] = std::make_unique<child_process>(
-      std::vector<std::string>{(bin_dir() / "rekindled").string(), "--config", config_.string(), "--node", node,
-                               "--exit-when-done"},
-      dir_.path() / (node + ".log"));
+  std::vector<std::string> argv = options_.wrap ? options_.wrap(node) : std::vector<std::string>{};
+  for (const auto& word : {(bin_dir() / "rekindled").string(), std::string{"--config"}, config_.string(),
+                           std::string{"--node"}, node, std::string{"--exit-when-done"}})
+    argv.push_back(word);
+  if (options_.own_data_dirs) {
+    argv.push_back("--data-dir");
+    argv.push_back(node_dir(node).parent_path().string());
+  }
+  daemons_[node] = std::make_unique<child_process>(argv, dir_.path() / (node + ".log"));
 }
 
 void local_cluster::start_all() {
@@ -97,9 +104,13 @@ nlohmann::json read_json(const std::filesystem::path& file) {
 }
 }  // namespace
 
-nlohmann::json local_cluster::status() const { return read_json(data_ / "status.json"); }
+std::filesystem::path local_cluster::node_dir(const std::string& node) const {
+  return options_.own_data_dirs ? data_ / (node + ".data") / node : data_ / node;
+}
 
-nlohmann::json local_cluster::report() const { return read_json(data_ / "report.json"); }
+nlohmann::json local_cluster::status() const { return read_json(node_dir("n0").parent_path() / "status.json"); }
+
+nlohmann::json local_cluster::report() const { return read_json(node_dir("n0").parent_path() / "report.json"); }
 
 bool local_cluster::wait_for(const std::function<bool(const nlohmann::json&)>& pred, std::chrono::milliseconds timeout) const {
   return wait_until(
@@ -157,6 +168,14 @@ process_result local_cluster::admin(std::vector<std::string> args) const {
 }
 
 std::string local_cluster::log(const std::string& node) const { return read_file(dir_.path() / (node + ".log")); }
+
+void write_token_files(const local_cluster& c, const std::string& admin, const std::string& readonly) {
+  const auto dir = c.config().parent_path();
+  for (const auto& [file, token] : {std::pair{"admin.token", admin}, std::pair{"ro.token", readonly}}) {
+    std::ofstream(dir / file) << token << "\n";
+    fs::permissions(dir / file, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+  }
+}
 
 double final_loss(const nlohmann::json& report) {
   const auto& losses = report.at("losses");

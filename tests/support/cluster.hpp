@@ -45,6 +45,20 @@ struct cluster_options {
   std::string rendezvous = "60s";
   /// nodes' `speed`, by node name (others: not written).
   std::map<std::string, double> speeds;
+  /// Multi-host runs (tests/support/netns.hpp): each node's address, and the command prefix that
+  /// runs a program on its host (e.g. {"ip", "netns", "exec", "rk5h0"}). Unset: 127.0.0.1, directly.
+  std::function<std::string(const std::string&)> host;
+  std::function<std::vector<std::string>(const std::string&)> wrap;
+  /// Each node's `bind` (empty: not written).
+  std::function<std::string(const std::string&)> bind;
+  /// Every node's port (0: any free port, which only works on one host).
+  std::uint16_t port = 0;
+  /// Each daemon gets a data directory of its own (--data-dir), as on hosts that share no file
+  /// system: status() and report() read the supervisor's (n0's).
+  bool own_data_dirs = false;
+  /// transport.net_devices and transport.tls.
+  std::string net_devices = "lo";
+  std::string tls;
 };
 
 /// A rekindle cluster on loopback: one rekindled per node in a temporary data directory, the
@@ -58,6 +72,8 @@ class local_cluster {
   [[nodiscard]] const std::filesystem::path& config() const noexcept { return config_; }
   [[nodiscard]] const std::filesystem::path& data_dir() const noexcept { return data_; }
   [[nodiscard]] std::vector<std::string> node_names() const;
+  /// The folder of `node`'s daemon: <its data dir>/<node>.
+  [[nodiscard]] std::filesystem::path node_dir(const std::string& node) const;
 
   /// Starts the daemon of `node` (with --exit-when-done).
   void start(const std::string& node);
@@ -92,6 +108,13 @@ class local_cluster {
   std::filesystem::path data_;
   std::map<std::string, std::unique_ptr<child_process>> daemons_;
 };
+
+/// cluster_options::extra for a cluster with authentication: the admin token in "admin.token" and
+/// a read-only one in "ro.token", beside the configuration (write_token_files writes them).
+inline constexpr const char* token_files_toml =
+    "\n[security]\ntoken_file = \"admin.token\"\nreadonly_token_file = \"ro.token\"\n";
+/// Writes the two token files of token_files_toml, readable by their owner only.
+void write_token_files(const local_cluster& c, const std::string& admin, const std::string& readonly);
 
 /// The loss the job ended with: report["losses"] at its last step.
 double final_loss(const nlohmann::json& report);

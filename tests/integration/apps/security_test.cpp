@@ -71,12 +71,8 @@ struct intruder {
 TEST(security, a_read_only_peer_commands_no_daemon_directly) {
   testing::local_cluster c{{.steps = 1000000,
                             .persist_every = 0,
-                            .extra = "\n[security]\ntoken_file = \"admin.token\"\nreadonly_token_file = \"ro.token\"\n"}};
-  const auto dir = c.config().parent_path();
-  std::ofstream(dir / "admin.token") << admin_token << "\n";
-  std::ofstream(dir / "ro.token") << ro_token << "\n";
-  fs::permissions(dir / "admin.token", fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
-  fs::permissions(dir / "ro.token", fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::replace);
+                            .extra = testing::token_files_toml}};
+  testing::write_token_files(c, admin_token, ro_token);
   c.start_all();
   ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
   const auto port = port_of(c, "n1");
