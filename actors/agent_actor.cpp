@@ -8,7 +8,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "common/files.hpp"
 #include "common/process.hpp"
@@ -642,10 +644,26 @@ std::vector<rank_position> agent_actor::positions() const {
   return out;
 }
 
+namespace {
+// Threads started by agents that have not ended.
+std::atomic<int> agent_threads{0};
+}  // namespace
+
+bool wait_for_agent_threads(std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (agent_threads.load() > 0) {
+    if (std::chrono::steady_clock::now() >= until)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds{20});
+  }
+  return true;
+}
+
 void agent_actor::kill_hung(const worker& w, const kill_request& k) {
   // The stack comes from outside the process (eu-stack attaches with ptrace), so a rank stuck in
   // a kernel or a syscall shows where; the kill follows whether or not it could be taken.
-  std::thread([self = caf::actor_cast<caf::actor>(this), pid = w.pid, k, node = ctx_->node] {
+  ++agent_threads;
+  std::thread([self = caf::actor_cast<caf::actor>(this), pid = w.pid, k, node = ctx_->node]() mutable {
     auto stack = capture_stack(pid, std::chrono::seconds{5});
     ::kill(pid, k.signal);
     rank_stack out{k.epoch, k.rank, node, {}, {}};
@@ -654,6 +672,8 @@ void agent_actor::kill_hung(const worker& w, const kill_request& k) {
     else
       out.error = stack.error().message();
     caf::anon_send(self, std::move(out));
+    self = caf::actor{};  // released before the daemon may take its actor system down
+    --agent_threads;
   }).detach();
 }
 
@@ -661,8 +681,11 @@ void agent_actor::start_node_check(std::uint64_t id, double slow_factor, const s
   auto options = node_check_options_of(ctx_->spec, ctx_->node.value());
   options.slow_factor = slow_factor;
   options.slow_only = slow_only;
-  std::thread([self = caf::actor_cast<caf::actor>(this), options, id, node = ctx_->node] {
+  ++agent_threads;
+  std::thread([self = caf::actor_cast<caf::actor>(this), options, id, node = ctx_->node]() mutable {
     caf::anon_send(self, report_of(node, id, check_node(options)));
+    self = caf::actor{};  // released before the daemon may take its actor system down
+    --agent_threads;
   }).detach();
 }
 

@@ -2,6 +2,8 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -25,6 +27,13 @@ namespace rekindle::actors {
 /// process across epochs: assign_ranks only tells them their new rank.
 ///
 /// Exposed to peers as "agent". Thread-safety: an actor; its state is its own.
+class agent_actor;
+
+/// Waits up to `limit` for the threads agents run work on (a node check, a hung rank's stack) to
+/// end: a daemon calls it before its actor system goes, which those threads send their results to.
+/// False when some still run.
+bool wait_for_agent_threads(std::chrono::milliseconds limit);
+
 class agent_actor : public caf::event_based_actor {
  public:
   agent_actor(caf::actor_config& cfg, node_context* ctx, caf::actor checkpoint);

@@ -293,6 +293,9 @@ int run_node_daemon(daemon_options o) {
   (*b)->shutdown();
   spdlog::info("rekindled {} ends; {}", o.node, (*b)->fence_summary());
   sys.await_all_actors_done();
+  // A node check or a stack capture still running sends to the actor system: it stays until they end.
+  if (!wait_for_agent_threads(std::chrono::seconds{60}))
+    spdlog::warn("rekindled {}: a node check or stack capture did not end within 60 s", o.node);
   stopping.store(true);
   reaper.join();
   close(child_fd);
