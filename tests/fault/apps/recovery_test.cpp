@@ -34,7 +34,8 @@ double reference_loss(const testing::cluster_options& o) {
   testing::local_cluster c{o};
   c.start_all();
   const auto report = c.wait_done(240s);
-  EXPECT_FALSE(report.is_null()) << "the reference run did not finish";
+  EXPECT_FALSE(report.is_null()) << "the reference run did not finish; n0's log:\n" << c.log("n0") << "\nn1's log:\n"
+                                 << c.log("n1");
   EXPECT_EQ(report.value("state", ""), "completed");
   const double loss = report.is_null() ? 0.0 : testing::final_loss(report);
   cache[key] = loss;
