@@ -657,9 +657,10 @@ job_status supervisor_actor::make_status(bool full) const {
 std::string supervisor_actor::status_json(bool full) const { return nlohmann::json(make_status(full)).dump(2); }
 
 void supervisor_actor::write_status(bool final) {
-  (void)write_file_atomically(ctx_->data_dir / "status.json", status_json(false));
+  auto status = make_status(false);  // built once a tick: for the file and for the HTTP server
+  (void)write_file_atomically(ctx_->data_dir / "status.json", nlohmann::json(status).dump(2));
   if (ctx_->board != nullptr)
-    ctx_->board->publish(make_status(false), thin_losses(losses_, max_step_));
+    ctx_->board->publish(std::move(status), thin_losses(losses_, max_step_));
   if (final)
     (void)write_file_atomically(ctx_->data_dir / "report.json", status_json(true));
 }
