@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -156,16 +157,84 @@ void netns_hosts::loss(int i, int percent) {
   }
 }
 
-std::uint64_t netns_hosts::link_bytes(int i) const {
-  std::uint64_t total = 0;
-  for (const auto* way : {"rx_bytes", "tx_bytes"}) {
-    std::ifstream f("/sys/class/net/" + tag_ + "v" + std::to_string(i) + "/statistics/" + way);
-    std::uint64_t n = 0;
-    if (f >> n)
-      total += n;
-  }
-  return total;
+namespace {
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
 }
+
+// Why the root qdisc `args` cannot be put on a scratch namespace's loopback, or nullopt: a probe
+// for what the kernel has.
+std::optional<std::string> qdisc_unavailable(const std::vector<std::string>& args) {
+  if (auto why = missing_tool("tc", "iproute2"))
+    return why;
+  const std::string probe = "rkq" + std::to_string(::getpid());
+  if (ip({"netns", "add", probe}).exit_code != 0)
+    return std::string{"no scratch namespace for the qdisc probe"};
+  std::vector<std::string> argv{"ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const auto r = run_process(argv, 30s);
+  (void)ip({"netns", "del", probe});
+  if (r.exit_code != 0)
+    return "this kernel refuses the '" + args.front() + "' qdisc (tc said: " + trimmed(r.err) + ")";
+  return std::nullopt;
+}
+
+// Replaces host `ns`'s root qdisc on `dev` by `args`, or removes it when `args` is empty.
+void set_root_qdisc(const std::vector<std::string>& exec, const std::string& dev, const std::vector<std::string>& args) {
+  auto tc = exec;
+  tc.insert(tc.end(), {"tc", "qdisc", "del", "dev", dev, "root"});
+  (void)run_process(tc, 30s);  // none there yet is fine
+  if (args.empty())
+    return;
+  tc = exec;
+  tc.insert(tc.end(), {"tc", "qdisc", "add", "dev", dev, "root"});
+  tc.insert(tc.end(), args.begin(), args.end());
+  must(tc);
+}
+
+}  // namespace
+
+std::optional<std::string> netns_hosts::rate_unavailable() const {
+  return qdisc_unavailable({"tbf", "rate", "10mbit", "burst", "32kbit", "latency", "50ms"});
+}
+
+void netns_hosts::rate(int i, int mbit) {
+  if (mbit <= 0)
+    return set_root_qdisc(exec(i), device(), {});
+  // A burst of a few milliseconds' worth and a queue of a quarter second's: TCP sees a slow link,
+  // not one that drops everything above the rate.
+  const auto burst = std::to_string(std::max(4, mbit * 4)) + "kbit";
+  set_root_qdisc(exec(i), device(), {"tbf", "rate", std::to_string(mbit) + "mbit", "burst", burst, "latency", "250ms"});
+}
+
+std::optional<std::string> netns_hosts::delay_unavailable() const { return qdisc_unavailable({"netem", "delay", "1ms"}); }
+
+void netns_hosts::delay(int i, int ms) {
+  if (ms <= 0)
+    return set_root_qdisc(exec(i), device(), {});
+  set_root_qdisc(exec(i), device(), {"netem", "delay", std::to_string(ms) + "ms"});
+}
+
+namespace {
+
+// A counter of the bridge's end of host i's veth pair (what the host sends, it receives).
+std::uint64_t veth_counter(const std::string& link, const char* name) {
+  std::ifstream f("/sys/class/net/" + link + "/statistics/" + name);
+  std::uint64_t n = 0;
+  return f >> n ? n : 0;
+}
+
+}  // namespace
+
+std::uint64_t netns_hosts::link_bytes(int i) const {
+  const auto link = tag_ + "v" + std::to_string(i);
+  return veth_counter(link, "rx_bytes") + veth_counter(link, "tx_bytes");
+}
+
+std::uint64_t netns_hosts::sent_bytes(int i) const { return veth_counter(tag_ + "v" + std::to_string(i), "rx_bytes"); }
 
 int netns_hosts::kill_all(int i) {
   auto r = ip({"netns", "pids", ns(i)});

@@ -14,7 +14,9 @@ namespace rekindle::testing {
 /// bridge, even when the test fails.
 ///
 /// Faults done to the network itself: a host's link down and up, packet loss on a host's link
-/// (nftables' random drop, both directions), and every process of a host killed at once.
+/// (nftables' random drop, both directions), a host's link slowed to a rate (tc's token bucket
+/// filter) or given latency (tc netem, where the kernel has it), and every process of a host
+/// killed at once.
 class netns_hosts {
  public:
   /// Why hosts cannot be made here (not root, no `ip`, namespaces refused), or nullopt.
@@ -40,8 +42,19 @@ class netns_hosts {
   void loss(int i, int percent);
   /// Why loss cannot be set here (no nft, or nf_tables refused), or nullopt.
   [[nodiscard]] std::optional<std::string> loss_unavailable() const;
+  /// Host i's outgoing traffic leaves at no more than `mbit` megabits per second (tc tbf on its
+  /// device; 0: full speed again).
+  void rate(int i, int mbit);
+  /// Why rate() cannot work here (no tc, or the kernel has no tbf), or nullopt.
+  [[nodiscard]] std::optional<std::string> rate_unavailable() const;
+  /// Every packet host i sends waits `ms` milliseconds first (tc netem; 0: none).
+  void delay(int i, int ms);
+  /// Why delay() cannot work here (no tc, or the kernel has no netem), or nullopt.
+  [[nodiscard]] std::optional<std::string> delay_unavailable() const;
   /// Bytes that crossed host i's link, both ways, so far.
   [[nodiscard]] std::uint64_t link_bytes(int i) const;
+  /// Bytes host i has sent over its link so far.
+  [[nodiscard]] std::uint64_t sent_bytes(int i) const;
   /// SIGKILL to every process in host i's namespace; how many there were.
   int kill_all(int i);
 
