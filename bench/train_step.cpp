@@ -2,7 +2,13 @@
 // gradient norm, AdamW over all parameters) for two model sizes, next to OpenBLAS sgemm measured
 // in the same run on the same single thread: the ceiling of a step made of matrix products.
 //
-// usage: train_step [--runs N] [--warmup N] [--batch B] [--json]
+// usage: train_step [--runs N] [--warmup N] [--batch B] [--long STEPS] [--json]
+//
+// Then, "over time": the model of bench/recovery (2 layers, width 576, 8.1 M parameters, one
+// sequence of 32 tokens a step) trained for --long steps (default 300; 0 skips it) through the
+// training task, twice: as the service runs it (subnormal floats flushed to zero) and with IEEE
+// subnormals. A step that slows down as training goes on shows in the last window against the
+// first; the CPU time per step shows it is the arithmetic, not the machine.
 //
 // FLOPs are counted analytically (kernels::training_flops_per_token, docs/MODEL.md):
 // 72·L·C² + 6·V·C + 12·L·T·C per token. Each figure is the median of --runs timed runs after
@@ -22,9 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.hpp"
+#include "config/spec.hpp"
 #include "kernels/backend.hpp"
+#include "kernels/blas_core.hpp"
 #include "kernels/cpu_ops.hpp"
 #include "kernels/layout.hpp"
+#include "training/training_task.hpp"
+#include "transport/communicator.hpp"
 
 namespace {
 
@@ -35,7 +46,17 @@ struct options {
   int runs = 5;
   int warmup = 2;
   std::uint32_t batch = 8;
+  int long_steps = 300;
   bool json = false;
+};
+
+// Windows of the long run: the median step of each.
+constexpr int long_window = 25;
+
+struct long_figures {
+  bool flush = true;
+  std::vector<double> window_ms, window_cpu_ms;  // median wall and CPU time per step, by window
+  double final_loss = 0;
 };
 
 struct model_size {
@@ -168,6 +189,43 @@ step_figures bench_step(const options& o, const model_size& size) {
   return f;
 }
 
+long_figures bench_long(const options& o, bool flush) {
+  config::spec spec;
+  spec.model = {.layers = 2, .heads = 9, .width = 576, .seq_len = 32};
+  spec.job.steps = static_cast<std::uint64_t>(o.long_steps);
+  spec.job.global_batch = 1;
+  spec.job.micro_batch = 1;
+  transport::solo_communicator comm;
+  training::task_options to;
+  to.device.type = kernels::device_request::kind::cpu;
+  to.flush_subnormals = flush;
+  auto made = training::make_training_task(spec, 0, 1, comm, to);
+  if (!made)
+    die(made.error().to_string());
+  long_figures f;
+  f.flush = flush;
+  std::vector<double> wall, cpu;
+  for (int i = 0; i < o.long_steps; ++i) {
+    const auto c0 = thread_cpu_time();
+    const auto t0 = clock_type::now();
+    auto r = (*made)->step();
+    if (!r)
+      die(r.error().to_string());
+    wall.push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+    cpu.push_back(std::chrono::duration<double, std::milli>(thread_cpu_time() - c0).count());
+    f.final_loss = r->loss;
+    if (wall.size() == long_window || i + 1 == o.long_steps) {
+      f.window_ms.push_back(median(wall));
+      f.window_cpu_ms.push_back(median(cpu));
+      wall.clear();
+      cpu.clear();
+    }
+  }
+  if (!std::isfinite(f.final_loss))
+    die("the loss diverged in the long run");
+  return f;
+}
+
 options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i < argc; ++i) {
@@ -185,8 +243,10 @@ options parse(int argc, char** argv) {
       o.warmup = std::max(0, value());
     else if (a == "--batch")
       o.batch = static_cast<std::uint32_t>(std::max(1, value()));
+    else if (a == "--long")
+      o.long_steps = std::clamp(value(), 0, 100000);
     else
-      die("unknown argument '" + a + "' (usage: train_step [--runs N] [--warmup N] [--batch B] [--json])");
+      die("unknown argument '" + a + "' (usage: train_step [--runs N] [--warmup N] [--batch B] [--long STEPS] [--json])");
   }
   return o;
 }
@@ -194,6 +254,7 @@ options parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const auto blas = kernels::ensure_blas_core(argv);  // may run the benchmark again with other kernels
   const options o = parse(argc, argv);
   kernels::use_single_threaded_blas();
   const std::vector<model_size> sizes = {
@@ -212,10 +273,17 @@ int main(int argc, char** argv) {
   double ceiling = 0;
   for (const auto& g : gemms)
     ceiling = std::max(ceiling, g.gflops);
+  std::vector<long_figures> longs;
+  if (o.long_steps > 0)
+    for (const bool flush : {true, false})
+      longs.push_back(bench_long(o, flush));
 
   if (o.json) {
     nlohmann::json j;
     j["blas"] = kernels::blas_description();
+    j["blas_kernels"] = blas.describe();
+    if (!blas.warning.empty())
+      j["blas_warning"] = blas.warning;
     j["threads"] = 1;
     j["batch"] = o.batch;
     j["runs"] = o.runs;
@@ -234,16 +302,42 @@ int main(int argc, char** argv) {
                             {"tokens_per_second", f.tokens_per_s},
                             {"gflops", f.gflops},
                             {"fraction_of_sgemm", f.gflops / ceiling}});
+    for (const auto& f : longs)
+      j["over_time"].push_back({{"flush_subnormals", f.flush},
+                                {"steps", o.long_steps},
+                                {"window", long_window},
+                                {"step_ms_median_by_window", f.window_ms},
+                                {"cpu_ms_median_by_window", f.window_cpu_ms},
+                                {"final_loss", f.final_loss}});
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("CPU training step, 1 thread, %s\nbatch %u sequences, median of %d runs after %d warm-up\n\n",
-              kernels::blas_description().c_str(), o.batch, o.runs, o.warmup);
+  std::printf("CPU training step, 1 thread, %s\n%s\nbatch %u sequences, median of %d runs after %d warm-up\n\n",
+              kernels::blas_description().c_str(), blas.describe().c_str(), o.batch, o.runs, o.warmup);
+  if (!blas.warning.empty())
+    std::printf("warning: %s\n\n", blas.warning.c_str());
   std::printf("| model | parameters | step (ms) | tokens/s | GFLOP/s | of sgemm |\n|---|---|---|---|---|---|\n");
   for (const auto& f : steps)
     std::printf("| %s | %zu | %.1f | %.0f | %.1f | %.0f%% |\n", f.name.c_str(), f.params, f.median_s * 1e3,
                 f.tokens_per_s, f.gflops, 100.0 * f.gflops / ceiling);
   for (const auto& g : gemms)
     std::printf("| %s (%d x %d x %d) | | | | %.1f | |\n", g.name.c_str(), g.m, g.n, g.k, g.gflops);
+  if (!longs.empty()) {
+    std::printf("\nover time: L2 C576 T32, one sequence a step, %d steps; median step (CPU) in ms of each %d steps\n\n",
+                o.long_steps, long_window);
+    std::printf("| subnormals |");
+    for (std::size_t w = 0; w < longs[0].window_ms.size(); ++w)
+      std::printf(" %zu-%zu |", w * long_window + 1, std::min<std::size_t>((w + 1) * long_window, o.long_steps));
+    std::printf(" last / first | final loss |\n|---|");
+    for (std::size_t w = 0; w <= longs[0].window_ms.size(); ++w)
+      std::printf("---|");
+    std::printf("---|\n");
+    for (const auto& f : longs) {
+      std::printf("| %s |", f.flush ? "flushed (the service)" : "IEEE");
+      for (std::size_t w = 0; w < f.window_ms.size(); ++w)
+        std::printf(" %.1f (%.1f) |", f.window_ms[w], f.window_cpu_ms[w]);
+      std::printf(" %.2fx | %.4f |\n", f.window_ms.back() / f.window_ms.front(), f.final_loss);
+    }
+  }
   return 0;
 }

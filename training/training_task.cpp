@@ -10,6 +10,7 @@
 
 #include "common/checksum.hpp"
 #include "common/clock.hpp"
+#include "kernels/float_mode.hpp"
 #include "kernels/layout.hpp"
 #include "kernels/optimizer.hpp"
 #include "training/data.hpp"
@@ -93,6 +94,7 @@ class data_parallel_task final : public training_task {
 
   status init(const config::spec& spec, const task_options& options) {
     RK_RETURN_IF_ERROR(set_micro_batches(options.micro_batches_per_rank));
+    flush_subnormals_ = options.flush_subnormals;
 
     RK_ASSIGN_OR_RETURN(corpus data, load_corpus(spec.job, shape_.seq_len));
     sampler_.emplace(std::move(data), seed_, shape_.seq_len, micro_batch_);
@@ -137,6 +139,7 @@ class data_parallel_task final : public training_task {
     if (needs_import_)
       return status{errc::failed_precondition, "the task became rank " + std::to_string(rank_) +
                                                    " and holds another rank's optimizer shard: import a state first"};
+    const kernels::flush_subnormals float_mode{flush_subnormals_};
     step_result r;
     const auto t0 = steady::now();
     const auto cpu0 = thread_cpu_time();
@@ -453,6 +456,7 @@ class data_parallel_task final : public training_task {
   std::uint64_t step_ = 0;
   /// Set when rebind changed the rank: the optimizer shard is another rank's until an import.
   bool needs_import_ = false;
+  bool flush_subnormals_ = true;
 };
 
 }  // namespace

@@ -56,6 +56,10 @@ struct task_options {
   /// its first step can skip it (the parameters start at zero): it is most of a large model's
   /// start-up time. Default: true.
   bool initialize = true;
+  /// Run each step with subnormal floats flushed to zero (kernels/float_mode.hpp), so that a step
+  /// does not slow down as the model's numbers get small. Off gives IEEE subnormals, for
+  /// comparison. Default: true.
+  bool flush_subnormals = true;
 };
 
 /// One rank of the data-parallel training job, driven by the worker process.

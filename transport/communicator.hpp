@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <string>
 #include <string_view>
 
 #include "common/status.hpp"
@@ -94,6 +96,40 @@ class unconnected_communicator final : public communicator {
   static status refuse() { return status{errc::failed_precondition, "the communicator is not connected to any rank"}; }
   int rank_;
   int size_;
+  std::atomic<bool> aborted_{false};
+};
+
+/// The communicator of a world of one rank: every collective is the identity (a copy where the
+/// result goes to another buffer). For what trains one rank alone: benchmarks, profiling.
+class solo_communicator final : public communicator {
+ public:
+  [[nodiscard]] int rank() const noexcept override { return 0; }
+  [[nodiscard]] int size() const noexcept override { return 1; }
+  status allreduce(void*, std::size_t, dtype, reduce_op) override { return check(); }
+  status reduce_scatter(const void* send, void* recv, std::size_t recv_count, dtype type, reduce_op) override {
+    return copy(send, recv, recv_count, type);
+  }
+  status allgather(const void* send, void* recv, std::size_t send_count, dtype type) override {
+    return copy(send, recv, send_count, type);
+  }
+  status broadcast(void*, std::size_t, dtype, int root) override {
+    return root == 0 ? check() : status{errc::invalid_argument, "broadcast root " + std::to_string(root) + " in a world of 1"};
+  }
+  status barrier() override { return check(); }
+  void abort() noexcept override { aborted_ = true; }
+  [[nodiscard]] bool aborted() const noexcept override { return aborted_; }
+
+ private:
+  [[nodiscard]] status check() const {
+    return aborted_ ? status{errc::aborted, "the communicator was aborted"} : status{};
+  }
+  status copy(const void* from, void* to, std::size_t count, dtype type) {
+    if (auto s = check(); !s.ok())
+      return s;
+    if (from != to && count > 0)
+      std::memmove(to, from, count * size_of(type));
+    return {};
+  }
   std::atomic<bool> aborted_{false};
 };
 

@@ -11,6 +11,7 @@
 #include "actors/worker.hpp"
 #include "common/logging.hpp"
 #include "common/memory.hpp"
+#include "kernels/blas_core.hpp"
 #include "config/embedded.hpp"
 #include "apps/common/cli.hpp"
 #include "config/load.hpp"
@@ -18,6 +19,8 @@
 
 int main(int argc, char** argv) {
   using namespace rekindle;
+  // OpenBLAS kernels that suit the CPU: may run the program again with OPENBLAS_CORETYPE set.
+  const auto blas = kernels::ensure_blas_core(argv);
   keep_large_frees_in_process();  // restores: a snapshot-sized buffer each
   CLI::App app{"rekindle-worker: one training rank, started by its node's rekindled", "rekindle-worker"};
   std::string config_path = "-", node, agent, data_dir;
@@ -48,6 +51,9 @@ int main(int argc, char** argv) {
   set_log_node(node);
   init_logging("worker[" + node + "/" + (standby ? std::string{"standby"} : std::to_string(local_index)) + "]",
                spec.daemon.log, spec.daemon.log_format);
+  spdlog::info("{}", blas.describe());
+  if (!blas.warning.empty())
+    spdlog::warn("{}", blas.warning);
   const auto node_id_ = spec.find_node(node);
   if (!node_id_) {
     spdlog::error("node '{}' is not in {}", node, spec.source);

@@ -2,6 +2,7 @@
 // the supervisor.
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include <sys/stat.h>
 
@@ -12,6 +13,7 @@
 #include "apps/common/cli.hpp"
 #include "common/logging.hpp"
 #include "common/memory.hpp"
+#include "kernels/blas_core.hpp"
 #include "config/embedded.hpp"
 #include "config/load.hpp"
 
@@ -48,6 +50,8 @@ bool report(const rekindle::config::load_result& result) {
 
 int main(int argc, char** argv) {
   using namespace rekindle;
+  // OpenBLAS kernels that suit the CPU: may run the program again with OPENBLAS_CORETYPE set.
+  const auto blas = kernels::ensure_blas_core(argv);
   keep_large_frees_in_process();  // replicas and restores: a snapshot-sized buffer each
   // Everything a daemon and its workers write (state store, checkpoint shards, snapshot slots,
   // logs, the supervisor's address) is the job owner's alone.
@@ -118,6 +122,9 @@ int main(int argc, char** argv) {
   }
   set_log_node(node);
   init_logging("rekindled[" + node + "]", level, format);
+  spdlog::info("{}", blas.describe());
+  if (!blas.warning.empty())
+    spdlog::warn("{}", blas.warning);
   if (!result.value->find_node(node)) {
     std::cerr << "rekindled: node '" << node << "' is not in " << result.value->source << "\n";
     return exit_bad_config;
