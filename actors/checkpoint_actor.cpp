@@ -315,8 +315,13 @@ void checkpoint_actor::persist(const persist_request& p) {
     persist_hooks_ = persist_hooks_from_env();
     caf::actor self = this;
     writer_ = std::make_unique<storage::shard_writer>(
-        [self](storage::shard_done d) {
-          caf::anon_send(self, checkpoint_continuation{[d = std::move(d)](checkpoint_actor* a) {
+        [self](storage::shard_done finished) {
+          auto shared = std::make_shared<storage::shard_done>(std::move(finished));
+          caf::anon_send(self, checkpoint_continuation{[shared](checkpoint_actor* a) {
+                           auto& d = *shared;
+                           // The buffer goes back for the next checkpoint (two per local rank kept).
+                           if (a->spare_buffers_.size() < 2 * std::max<std::size_t>(a->slots_.size(), 1))
+                             a->spare_buffers_.push_back(std::move(d.buffer));
                            // The epoch of the request that asked for this step.
                            const auto it = a->persist_epochs_.find(d.step);
                            const epoch_t epoch = it != a->persist_epochs_.end() ? it->second : epoch_t{0};
@@ -357,14 +362,21 @@ void checkpoint_actor::persist(const persist_request& p) {
       fail(rank, "slot " + std::to_string(local) + " holds another rank's state of step " + std::to_string(p.step.value()));
       continue;
     }
-    std::vector<std::byte> copy(view->data.size());
-    const auto sum = copy_and_checksum(copy, view->data);
+    // Copied now, while the slot still holds it (the half is reused two snapshots on, sooner than
+    // a disk takes to write it), into a buffer an earlier checkpoint used: faulted in, not zeroed.
+    storage::shard_buffer buffer;
+    if (!spare_buffers_.empty()) {
+      buffer = std::move(spare_buffers_.back());
+      spare_buffers_.pop_back();
+    }
+    const auto sum = copy_and_checksum(buffer.reserve(view->data.size()), view->data);
     if (!slots_[local].still_valid(*view) || sum != view->checksum) {
       fail(rank, "the snapshot of step " + std::to_string(p.step.value()) + " in slot " + std::to_string(local) +
                      (sum != view->checksum ? " fails its checksum" : " changed while it was copied"));
+      spare_buffers_.push_back(std::move(buffer));
       continue;
     }
-    writer_->submit(storage::shard_job{dir, p.step, rank, std::move(copy), sum});
+    writer_->submit(storage::shard_job{dir, p.step, rank, std::move(buffer), view->data.size(), sum});
   }
 }
 

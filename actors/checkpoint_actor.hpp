@@ -38,8 +38,9 @@ namespace rekindle::actors {
 ///    (state_request); the request is served from this node's slots or replicas, or forwarded to
 ///    the daemon that holds the state.
 /// 7. Asked to persist a step (persist_request), it copies each local slot's snapshot of that step
-///    (checksum-checked) and hands the copies to a shard_writer thread; each shard's outcome goes
-///    to the supervisor (shard_persisted). Training never waits for the disk.
+///    (checksum-checked on the way) into a buffer an earlier checkpoint used and hands it to a
+///    shard_writer thread, which writes it at a low priority; each shard's outcome goes to the
+///    supervisor (shard_persisted). Training never waits for the disk.
 ///
 /// Exposed to peers as "checkpoint". Thread-safety: an actor.
 class checkpoint_actor : public caf::event_based_actor {
@@ -103,6 +104,8 @@ class checkpoint_actor : public caf::event_based_actor {
   std::unique_ptr<storage::shard_file_hooks> persist_hooks_;
   /// Writes shards off this actor's thread; made on the first persist_request.
   std::unique_ptr<storage::shard_writer> writer_;
+  /// Buffers of finished shard writes, for the next checkpoint's copies.
+  std::vector<storage::shard_buffer> spare_buffers_;
   /// The epoch of the newest requests to persist each step (the last few).
   std::map<step_t, epoch_t> persist_epochs_;
   std::uint64_t next_id_ = 1;

@@ -97,6 +97,10 @@ struct recovery_status {
   double respawn_s = 0;
   double rendezvous_s = 0;
   double restore_s = 0;
+  /// The slowest rank's first step after the restore.
+  double first_step_s = 0;
+  /// What the phases leave of the total (messages between them); the phases and this add up to it.
+  double between_s = 0;
   double total_s = 0;
   /// Monotonic clock (CLOCK_MONOTONIC) readings, for tools on the same host.
   std::int64_t detected_at_ns = 0;
@@ -147,7 +151,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(rank_status_view, rank, node, pi
                                                 restarts)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(recovery_status, epoch, cause, failed_at_step, restored_step,
                                                 steps_lost, source, done, detect_s, respawn_s, rendezvous_s,
-                                                restore_s, total_s, detected_at_ns, first_step_at_ns, injected_at_ns,
+                                                restore_s, first_step_s, between_s, total_s, detected_at_ns, first_step_at_ns, injected_at_ns,
                                                 rank, node)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(job_status, job, state, reason, epoch, world, step, total_steps,
                                                 command, restarts, loss, tokens_per_s, committed_step, checkpoint, nodes,

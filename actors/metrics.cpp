@@ -100,7 +100,7 @@ void job_metrics(web::exposition& x, const job_status& j) {
   for (const auto& [kind, list] : kinds) {
     const web::labels l{{"training_job", j.job}, {"kind", kind}};
     x.counter("rekindle_recoveries_total", "Recoveries begun, by kind.", static_cast<double>(list.size()), l);
-    std::vector<double> detection, respawn, rendezvous, restore, total;
+    std::vector<double> detection, respawn, rendezvous, restore, first_step, total;
     double lost = 0;
     for (const auto* r : list) {
       if (r->injected_at_ns)  // known only when rekindle injected the fault itself
@@ -110,6 +110,7 @@ void job_metrics(web::exposition& x, const job_status& j) {
       respawn.push_back(r->respawn_s);
       rendezvous.push_back(r->rendezvous_s);
       restore.push_back(r->restore_s);
+      first_step.push_back(r->first_step_s);
       total.push_back(r->total_s);
       lost += static_cast<double>(r->steps_lost);
     }
@@ -121,6 +122,8 @@ void job_metrics(web::exposition& x, const job_status& j) {
                 respawn, l);
     x.histogram("rekindle_recovery_rendezvous_seconds", "Finished recoveries' rendezvous phase.", b, rendezvous, l);
     x.histogram("rekindle_recovery_restore_seconds", "Finished recoveries' restore phase.", b, restore, l);
+    x.histogram("rekindle_recovery_first_step_seconds", "Finished recoveries' first step after the restore.", b,
+                first_step, l);
     x.histogram("rekindle_recovery_duration_seconds", "Finished recoveries: detection to the first step after.", b,
                 total, l);
     x.counter("rekindle_recovery_lost_steps_total", "Steps trained again after finished recoveries.", lost, l);

@@ -212,6 +212,16 @@ status rank_session::activate(std::uint32_t index) {
 
 expected<rank_session::snapshot_outcome> rank_session::snapshot(const storage::snapshot_meta& meta,
                                                                 const snapshot_fill& fill) {
+  RK_ASSIGN_OR_RETURN(auto begun, begin_snapshot(meta));
+  if (begun.skipped())
+    return snapshot_outcome{true, 0, 0};
+  auto filled = fill(begun.half);
+  if (!filled)
+    return filled.error();
+  return finish_snapshot(begun, filled->first, filled->second);
+}
+
+expected<rank_session::snapshot_begun> rank_session::begin_snapshot(const storage::snapshot_meta& meta) {
   if (!slot_ || !ctx_.local_index)
     return status{errc::failed_precondition, "this rank has no snapshot slot"};
   const auto& tag = meta.tag;
@@ -220,19 +230,23 @@ expected<rank_session::snapshot_outcome> rank_session::snapshot(const storage::s
     return t.error();
   if (t->skipped()) {
     to_checkpoint(snapshot_skipped{tag.epoch, tag.rank, *ctx_.local_index, tag.step, t->plan.pinned, t->plan.waiting});
-    return snapshot_outcome{true, 0, 0};
+    return snapshot_begun{meta, {}, std::nullopt};
   }
-  auto filled = fill(t->half);
-  if (!filled)
-    return filled.error();
-  const auto [length, sum] = *filled;
-  if (auto st = slot_->publish(length, sum); !st.ok())
+  return snapshot_begun{meta, t->half, t->plan.overwrites};
+}
+
+expected<rank_session::snapshot_outcome> rank_session::finish_snapshot(const snapshot_begun& begun, std::uint64_t length,
+                                                                       std::uint64_t checksum) {
+  if (!slot_ || !ctx_.local_index || begun.skipped())
+    return status{errc::failed_precondition, "no snapshot was begun into this rank's slot"};
+  if (auto st = slot_->publish(length, checksum); !st.ok())
     return st;
   std::vector<policy::copy_tag> dropped;
-  if (t->plan.overwrites)
-    dropped.push_back(*t->plan.overwrites);
-  to_checkpoint(snapshot_taken{tag.epoch, tag.rank, *ctx_.local_index, tag.step, length, sum, std::move(dropped)});
-  return snapshot_outcome{false, length, sum};
+  if (begun.overwrites)
+    dropped.push_back(*begun.overwrites);
+  const auto& tag = begun.meta.tag;
+  to_checkpoint(snapshot_taken{tag.epoch, tag.rank, *ctx_.local_index, tag.step, length, checksum, std::move(dropped)});
+  return snapshot_outcome{false, length, checksum};
 }
 
 void rank_session::deliver(std::uint64_t id, expected<transport::shared_bytes> bytes) {
@@ -269,7 +283,8 @@ status rank_session::still_valid(const state_read& read, step_t step) const {
 }
 
 expected<rank_session::state_read> rank_session::read_state(const start_training& start, rank_id rank,
-                                                            std::uint32_t world, std::optional<restore_source>& failed) {
+                                                            std::uint32_t world, std::optional<restore_source>& failed,
+                                                            bool verified_by_reader) {
   const bool same_world = start.restore_world == world;
   state_read out;
   out.source = std::string{to_string(copy_kind::local_slot)};
@@ -279,13 +294,16 @@ expected<rank_session::state_read> rank_session::read_state(const start_training
       continue;  // this rank restores its own state only
     // Its own slot first: a survivor, or a rank restarted in place.
     if (s.kind == copy_kind::local_slot && s.holder == ctx_.node && slot_) {
-      auto view = slot_->at_step(start.restore_step, true);
+      const bool reader_verifies = same_world && verified_by_reader;
+      auto view = slot_->at_step(start.restore_step, !reader_verifies);
       if (view && view->rank == s.old_rank && view->world == start.restore_world) {
         if (same_world) {
           // Straight from the slot: nothing writes it while this rank restores, and a write that
           // raced the use is caught after it (still_valid).
           out.buffers.push_back(view->data);
           out.view = *view;
+          if (reader_verifies)
+            out.unverified = s;
           return out;
         }
         out.held.push_back(transport::shared_bytes::copy_of(view->data));

@@ -147,6 +147,21 @@ class rank_session {
   using snapshot_fill = std::function<expected<std::pair<std::uint64_t, std::uint64_t>>(std::span<std::byte> half)>;
   [[nodiscard]] expected<snapshot_outcome> snapshot(const storage::snapshot_meta& meta, const snapshot_fill& fill);
 
+  /// The same in two calls, for a state written in the background between them (an overlapped
+  /// snapshot): begin_snapshot asks the slot for the half (the custody rule may skip it: then it
+  /// tells the checkpoint actor at once and the half is empty), finish_snapshot publishes the
+  /// state written into it. A begun snapshot that is never finished is abandoned: the slot hands
+  /// the half out again. One at a time.
+  struct snapshot_begun {
+    storage::snapshot_meta meta;
+    std::span<std::byte> half;
+    std::optional<policy::copy_tag> overwrites;
+    [[nodiscard]] bool skipped() const noexcept { return half.empty(); }
+  };
+  [[nodiscard]] expected<snapshot_begun> begin_snapshot(const storage::snapshot_meta& meta);
+  [[nodiscard]] expected<snapshot_outcome> finish_snapshot(const snapshot_begun& begun, std::uint64_t length,
+                                                          std::uint64_t checksum);
+
   /// The state of one restore, by old rank.
   struct state_read {
     /// One buffer per old rank it holds: the caller's own only when the world stays.
@@ -156,12 +171,18 @@ class rank_session {
     /// Read straight from this rank's own slot: valid while `still_valid` says so.
     std::optional<storage::snapshot_view> view;
     std::vector<transport::shared_bytes> held;
+    /// The copy the reader was left to verify (verified_by_reader): when its bytes fail, report
+    /// this one as the copy that could not be read, so that the next restore uses another.
+    std::optional<restore_source> unverified;
   };
   /// Finds the state `start` names for `rank` of `world` (its own when the world stays, every
   /// old rank's when it changes). On an error, `failed` names the copy that could not be read,
-  /// when one could not. Errors: not_found, data_loss, timeout, unavailable.
+  /// when one could not. A copy in this node's slot is checked against its checksum first, unless
+  /// it is this rank's own of the same world and `verified_by_reader` (the reader checks the
+  /// state's own checksums as it copies it in: the built-in worker's import, one pass instead of
+  /// two; `unverified` names it). Errors: not_found, data_loss, timeout, unavailable.
   [[nodiscard]] expected<state_read> read_state(const start_training& start, rank_id rank, std::uint32_t world,
-                                                std::optional<restore_source>& failed);
+                                                std::optional<restore_source>& failed, bool verified_by_reader = false);
   /// True while the bytes of `read` are still the state it found (check after using them).
   [[nodiscard]] status still_valid(const state_read& read, step_t step) const;
 

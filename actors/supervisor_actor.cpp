@@ -466,6 +466,7 @@ caf::behavior supervisor_actor::make_behavior() {
           }
           max_step_ = std::max(max_step_, p.step.value());
           recoveries_.on_reached(p.step.value());
+          recoveries_.on_step(p.step.value(), p.step_ns);
           execute(policy_.on_progress(p.rank, p.epoch, p.step));
         }
         check_stragglers();
@@ -636,6 +637,8 @@ job_status supervisor_actor::make_status(bool full) const {
     v.respawn_s = r.respawn_s();
     v.rendezvous_s = r.rendezvous_s();
     v.restore_s = r.restore_s();
+    v.first_step_s = r.first_step_s();
+    v.between_s = r.between_s();
     v.total_s = r.total_s();
     v.detected_at_ns = r.detected_ns;
     v.first_step_at_ns = r.first_step_ns;

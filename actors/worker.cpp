@@ -55,12 +55,15 @@ worker_runtime::~worker_runtime() = default;
 
 status worker_runtime::restore(const start_training& start, training::training_task& task, std::string& source,
                                std::optional<restore_source>& failed) {
+  // The import checks the state's own checksums, this rank's own while it copies it in.
   auto read = session_.read_state(start, rank_id{static_cast<std::uint32_t>(task.rank())},
-                                  static_cast<std::uint32_t>(task.world_size()), failed);
+                                  static_cast<std::uint32_t>(task.world_size()), failed, true);
   if (!read)
     return read.error();
   source = read->source;
   auto st = task.import_state(read->buffers);
+  if (!st.ok() && read->unverified)
+    failed = read->unverified;  // its bytes failed as they were copied in: the next restore reads another copy
   if (st.ok())
     st = session_.still_valid(*read, start.restore_step);
   return st;
@@ -141,6 +144,31 @@ void worker_runtime::train(const start_training& start) {
   // A step's time runs from the end of the one before (or its own start, first in an epoch): the
   // period of the loop, with the snapshot and report of the previous step in it.
   std::optional<clock_type::time_point> previous_end;
+  // An overlapped snapshot (checkpoint.overlap): begun after a step, written while the next one's
+  // passes run, published after it. Leaving the loop any other way abandons it, once the export
+  // has stopped writing into the slot (the slot hands that half out again).
+  std::optional<rank_session::snapshot_begun> pending;
+  struct abandon_pending {
+    training::training_task& task;
+    std::optional<rank_session::snapshot_begun>& pending;
+    ~abandon_pending() {
+      if (pending)
+        (void)task.finish_export();
+    }
+  } abandon{*task, pending};
+  const auto publish_pending = [&]() -> std::int64_t {
+    if (!pending)
+      return 0;
+    const auto t = clock_type::now();
+    auto done = task->finish_export();
+    const auto step = pending->meta.tag.step.value();
+    if (!done || !*done)
+      spdlog::error("snapshot of step {} failed: {}", step, done ? done->error().message() : "no export was begun");
+    else if (auto st = session_.finish_snapshot(*pending, task->state_size(), **done); !st)
+      spdlog::error("snapshot of step {} not published: {}", step, st.error().message());
+    pending.reset();
+    return ns_since(t);
+  };
   while (task->current_step().value() < task->total_steps()) {
     if (session_.interrupted())
       return;
@@ -189,24 +217,43 @@ void worker_runtime::train(const start_training& start) {
                       tokens,
                       r->timings.data.count(),
                       compute_cpu_ns};
+    // The snapshot of the step before, written while this one computed: its stall is the wait
+    // before this step's optimizer, and the publish.
+    if (pending)
+      p.snapshot_ns = r->timings.snapshot_wait.count() + publish_pending();
     if (r->step.value() % every == 0) {
-      // The training stall: export straight into the half the slot's custody rule gives, publish.
-      // The rule never gives the half of the protected step (this epoch's restore step, or a newer
-      // one the node pinned once every rank held it), and skips a snapshot that would overwrite
-      // it while the newest anchor waits for its commit (policy/snapshot_custody.hpp).
+      // Into the half the slot's custody rule gives. The rule never gives the half of the
+      // protected step (this epoch's restore step, or a newer one the node pinned once every rank
+      // held it), and skips a snapshot that would overwrite it while the newest anchor waits for
+      // its commit (policy/snapshot_custody.hpp). The checksum comes out of the export's own
+      // pass: nothing reads the state again.
       const auto snap_start = clock_type::now();
       const storage::snapshot_meta meta{{a.epoch, a.rank, r->step}, a.world, start.restore_step, every};
-      auto taken = session_.snapshot(meta, [&](std::span<std::byte> half) -> expected<std::pair<std::uint64_t, std::uint64_t>> {
-        // The checksum comes out of the export's own pass: nothing reads the state again.
-        auto sum = task->export_state(half);
-        if (!sum)
-          return sum.error();
-        return std::pair{static_cast<std::uint64_t>(task->state_size()), *sum};
-      });
-      if (!taken)
-        spdlog::error("snapshot of step {} failed: {}", r->step.value(), taken.error().message());
-      else if (!taken->skipped)
-        p.snapshot_ns = ns_since(snap_start);
+      if (ctx_.spec.checkpoint.overlap) {
+        auto begun = session_.begin_snapshot(meta);
+        if (!begun)
+          spdlog::error("snapshot of step {} failed: {}", r->step.value(), begun.error().message());
+        else if (!begun->skipped()) {
+          if (auto st = task->begin_export(begun->half); !st.ok())
+            spdlog::error("snapshot of step {} failed: {}", r->step.value(), st.message());
+          else
+            pending = *begun;
+          p.snapshot_ns += ns_since(snap_start);
+        }
+      } else {
+        // The training stall: export straight into the half, publish.
+        auto taken =
+            session_.snapshot(meta, [&](std::span<std::byte> half) -> expected<std::pair<std::uint64_t, std::uint64_t>> {
+              auto sum = task->export_state(half);
+              if (!sum)
+                return sum.error();
+              return std::pair{static_cast<std::uint64_t>(task->state_size()), *sum};
+            });
+        if (!taken)
+          spdlog::error("snapshot of step {} failed: {}", r->step.value(), taken.error().message());
+        else if (!taken->skipped)
+          p.snapshot_ns = ns_since(snap_start);
+      }
     }
     session_.to_agent(p);
     // The next epoch's mailbox, once this one trains: never on the recovery path.
@@ -214,6 +261,7 @@ void worker_runtime::train(const start_training& start) {
       (void)ring_->prepare();
     previous_end = clock_type::now();
   }
+  (void)publish_pending();  // the last step's
   spdlog::info("rank {} finished all {} steps", a.rank.value(), task->total_steps());
 }
 

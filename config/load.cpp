@@ -584,6 +584,7 @@ void read_checkpoint(context& ctx, const toml::table& root, spec& s, std::string
   c.snapshot_every = r.integer<std::uint64_t>("snapshot_every", c.snapshot_every, 1, 1'000'000);
   c.persist_every = r.integer<std::uint64_t>("persist_every", c.persist_every, 0, 1'000'000);
   c.keep = r.integer<std::uint32_t>("keep", c.keep, 1, 1000);
+  c.overlap = r.boolean("overlap", c.overlap);
   directory = r.string("directory", "");
   r.finish();
 }
@@ -943,7 +944,8 @@ std::string to_toml(const spec& s) {
     << "snapshot_every = " << s.checkpoint.snapshot_every << "\n"
     << "persist_every = " << s.checkpoint.persist_every << "\n"
     << "keep = " << s.checkpoint.keep << "\n"
-    << "directory = " << quote(s.checkpoint.directory.string()) << "\n";
+    << "directory = " << quote(s.checkpoint.directory.string()) << "\n"
+    << "overlap = " << (s.checkpoint.overlap ? "true" : "false") << "\n";
   const auto& t = s.timeouts;
   o << "\n[timeouts]\n"
     << "heartbeat = " << quote(duration_to_string(t.heartbeat)) << "\n"

@@ -157,6 +157,10 @@ struct checkpoint_spec {
   std::uint32_t keep = 3;
   /// Checkpoint directory. Default: "<daemon.data_dir>/checkpoints".
   std::filesystem::path directory;
+  /// The built-in worker writes each snapshot while the next step's forward and backward passes
+  /// run (they only read what it copies), and the optimizer waits for it; false: the step stops
+  /// while the snapshot is copied. Default: true.
+  bool overlap = true;
 
   bool operator==(const checkpoint_spec&) const = default;
 };

@@ -25,6 +25,10 @@ double recovery_record::rendezvous_s() const {
   return started_ns > 0 ? seconds(started_ns - ready_ns) + seconds(connect_ns) : 0.0;
 }
 double recovery_record::restore_s() const { return seconds(restore_ns); }
+double recovery_record::first_step_s() const { return seconds(first_step_took_ns); }
+double recovery_record::between_s() const {
+  return first_step_ns > 0 ? total_s() - detect_s() - respawn_s() - rendezvous_s() - restore_s() - first_step_s() : 0.0;
+}
 double recovery_record::total_s() const {
   return first_step_ns > 0 ? seconds(first_step_ns - (injected_ns > 0 ? injected_ns : detected_ns)) : 0.0;
 }
@@ -32,8 +36,9 @@ double recovery_record::total_s() const {
 std::string recovery_record::summary() const {
   return "detect " + duration_text(detect_s()) + " · respawn " + duration_text(respawn_s()) + " · rendezvous " +
          duration_text(rendezvous_s()) + " · restore " + duration_text(restore_s()) + " (" + source + ", step " +
-         std::to_string(restored_step) + ") · total " + duration_text(total_s()) + " · lost " +
-         std::to_string(steps_lost()) + " step(s)";
+         std::to_string(restored_step) + ") · first step " + duration_text(first_step_s()) + " · between " +
+         (between_s() < 0 ? "-" + duration_text(-between_s()) : duration_text(between_s())) + " · total " +
+         duration_text(total_s()) + " · lost " + std::to_string(steps_lost()) + " step(s)";
 }
 
 std::vector<std::pair<std::string, std::string>> to_fields(const recovery_record& r) {
@@ -50,6 +55,7 @@ std::vector<std::pair<std::string, std::string>> to_fields(const recovery_record
           {"connect_ns", n(r.connect_ns)},
           {"restore_ns", n(r.restore_ns)},
           {"first_step_ns", n(r.first_step_ns)},
+          {"first_step_took_ns", n(r.first_step_took_ns)},
           {"total_s", std::to_string(r.total_s())},
           {"steps_lost", std::to_string(r.steps_lost())}};
 }
@@ -85,6 +91,7 @@ std::optional<recovery_record> from_fields(const std::vector<std::pair<std::stri
       !number("started_ns", r.started_ns) || !number("connect_ns", r.connect_ns) ||
       !number("restore_ns", r.restore_ns) || !number("first_step_ns", r.first_step_ns))
     return std::nullopt;
+  (void)number("first_step_took_ns", r.first_step_took_ns);  // absent in records of older versions
   r.rank = rank;
   r.node = node;
   r.done = true;
@@ -128,6 +135,11 @@ void recovery_meter::on_reached(std::uint64_t step) {
 void recovery_meter::on_ready(std::int64_t now_ns) {
   if (auto* r = current(); r && r->ready_ns == 0)
     r->ready_ns = now_ns;
+}
+
+void recovery_meter::on_step(std::uint64_t step, std::int64_t took_ns) {
+  if (auto* r = current(); r && r->started_ns > 0 && step == r->restored_step + 1)
+    r->first_step_took_ns = std::max(r->first_step_took_ns, took_ns);
 }
 
 void recovery_meter::on_start(step_t restore_step, std::string source, std::int64_t now_ns) {

@@ -34,22 +34,30 @@ struct recovery_record {
   std::int64_t restore_ns = 0;
   /// Every rank finished a step past the restore step.
   std::int64_t first_step_ns = 0;
+  /// The slowest rank's first step after the restore, as the ranks measured it.
+  std::int64_t first_step_took_ns = 0;
   bool done = false;
 
   /// Injection to detection (0 for a failure from outside), detection to every rank registered,
-  /// rendezvous, restore, and injection (or detection) to the first step after it, in seconds.
+  /// rendezvous, restore, the first step after it, and injection (or detection) to that first
+  /// step, in seconds.
   [[nodiscard]] double detect_s() const;
   [[nodiscard]] double respawn_s() const;
   [[nodiscard]] double rendezvous_s() const;
   [[nodiscard]] double restore_s() const;
+  [[nodiscard]] double first_step_s() const;
   [[nodiscard]] double total_s() const;
+  /// What the phases leave of the total: the messages between them (start_training to the ranks,
+  /// their reports back) and the time the slowest ranks of two phases were not the same. The
+  /// phases and this add up to total_s(); negative when the slowest ranks' phases overlapped.
+  [[nodiscard]] double between_s() const;
   /// Steps done past the restore point when it failed, as far as the supervisor knew (its count of
   /// finished steps can trail the snapshots a restore uses: then none counts as lost).
   [[nodiscard]] std::uint64_t steps_lost() const {  // every step trained again
     return failed_at_step > restored_step ? failed_at_step - restored_step : 0;
   }
-  /// "detect 12ms · respawn 1.2s · rendezvous 40ms · restore 3ms (local memory, step 40) · total
-  /// 1.3s · lost 2 step(s)".
+  /// "detect 12ms · respawn 1.2s · rendezvous 40ms · restore 3ms (local memory, step 40) · first
+  /// step 45ms · between 2ms · total 1.3s · lost 2 step(s)".
   [[nodiscard]] std::string summary() const;
 };
 
@@ -91,6 +99,9 @@ class recovery_meter {
   /// A rank restored: its rendezvous and restore time; a source other than "none" or local memory
   /// names where the restore read from.
   void on_restored(std::int64_t connect_ns, std::int64_t restore_ns, const std::string& source);
+  /// A rank finished `step` in `took_ns`: the first step past the restore step counts (the slowest
+  /// rank's).
+  void on_step(std::uint64_t step, std::int64_t took_ns);
   /// The slowest rank of the world is at `slowest_step`: past the restore step, the recovery is
   /// done, and it is returned (once).
   const recovery_record* on_progress(std::uint64_t slowest_step, std::int64_t now_ns);

@@ -263,11 +263,12 @@ expected<shard_info> write_shard(const fs::path& dir, std::string_view name, ste
   snapshot_checksum_stream hs;
   for (std::size_t at = 0; at < payload.size(); at += io_chunk) {
     const auto chunk = payload.subspan(at, std::min(io_chunk, payload.size() - at));
-    hs.update(chunk);
+    if (!options.known_checksum)
+      hs.update(chunk);
     if (auto st = write_all(fd.get(), chunk, shard_header_bytes + at, hooks, what + ": step 2"); !st.ok())
       return fail(st);
   }
-  const std::uint64_t sum = hs.digest();
+  const std::uint64_t sum = options.known_checksum ? *options.known_checksum : hs.digest();
   if (options.expected_checksum && *options.expected_checksum != sum)
     return fail(status{errc::aborted, what + ": the payload changed while it was written (checksum " +
                                           detail::hex64(sum) + ", expected " + detail::hex64(*options.expected_checksum) +

@@ -1,5 +1,9 @@
 #include "storage/shard_writer.hpp"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 
 namespace rekindle::storage {
@@ -25,7 +29,30 @@ void shard_writer::submit(shard_job job) {
   cv_.notify_one();
 }
 
+namespace {
+
+// This thread at niceness 10 and the lowest best-effort I/O priority; either may be refused
+// (a container without CAP_SYS_NICE refuses nothing here: lowering a priority needs no right).
+void lower_priority() noexcept {
+  const auto tid = static_cast<id_t>(::syscall(SYS_gettid));
+  (void)::setpriority(PRIO_PROCESS, tid, 10);
+  constexpr int ioprio_who_process = 1, ioprio_class_be = 2, ioprio_class_shift = 13, lowest = 7;
+  (void)::syscall(SYS_ioprio_set, ioprio_who_process, static_cast<int>(tid),
+                  (ioprio_class_be << ioprio_class_shift) | lowest);
+}
+
+}  // namespace
+
+std::span<std::byte> shard_buffer::reserve(std::size_t size) {
+  if (capacity < size) {
+    bytes = std::make_unique_for_overwrite<std::byte[]>(size);
+    capacity = size;
+  }
+  return {bytes.get(), size};
+}
+
 void shard_writer::run() {
+  lower_priority();
   for (;;) {
     shard_job job;
     {
@@ -39,12 +66,12 @@ void shard_writer::run() {
     const auto t0 = std::chrono::steady_clock::now();
     shard_write_options options;
     options.hooks = hooks_;
-    options.expected_checksum = job.checksum;
+    options.known_checksum = job.checksum;
     auto file = shard_file_name(job.step, job.rank);
-    auto result = write_shard(job.dir, file, job.step, job.rank, job.payload, options);
-    shard_done d{job.step, job.rank, std::move(file), std::move(result), 0};
+    const std::span<const std::byte> payload{job.buffer.bytes.get(), job.size};
+    auto result = write_shard(job.dir, file, job.step, job.rank, payload, options);
+    shard_done d{job.step, job.rank, std::move(file), std::move(result), 0, std::move(job.buffer)};
     d.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    job.payload = {};
     done_(std::move(d));
   }
 }

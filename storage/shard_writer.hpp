@@ -5,7 +5,9 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -18,13 +20,25 @@
 
 namespace rekindle::storage {
 
-/// One shard to write: `payload` (a copy of a rank's snapshot, whose xxHash64 is `checksum`)
-/// becomes `dir`/shard_file_name(step, rank) by write_shard's protocol.
+/// Memory a shard's payload is copied into, handed back with the job's shard_done so that the
+/// next checkpoint reuses it: already faulted in, and never zero-filled (a snapshot of 100 MB
+/// into a fresh zeroed vector cost a memset and 25,000 page faults on the training's cores).
+struct shard_buffer {
+  std::unique_ptr<std::byte[]> bytes;
+  std::size_t capacity = 0;
+  /// At least `size` bytes: this buffer when it is large enough, else a new one (not zeroed).
+  [[nodiscard]] std::span<std::byte> reserve(std::size_t size);
+};
+
+/// One shard to write: the first `size` bytes of `buffer` (a copy of a rank's snapshot, whose
+/// snapshot_checksum is `checksum`, computed as it was copied: not hashed again) become
+/// `dir`/shard_file_name(step, rank) by write_shard's protocol.
 struct shard_job {
   std::filesystem::path dir;
   step_t step;
   rank_id rank;
-  std::vector<std::byte> payload;
+  shard_buffer buffer;
+  std::size_t size = 0;
   std::uint64_t checksum = 0;
 };
 
@@ -38,9 +52,14 @@ struct shard_done {
   expected<shard_info> result;
   /// Seconds the write took.
   double seconds = 0;
+  /// The job's buffer, for the next job to reuse.
+  shard_buffer buffer;
 };
 
-/// A queue of shard jobs and the thread that writes them, in order.
+/// A queue of shard jobs and the thread that writes them, in order, at a low priority: the thread
+/// runs at niceness 10 and the lowest best-effort I/O priority, so that a checkpoint being written
+/// takes what the training leaves of the cores and the disk (under contention, about a tenth of a
+/// core's share against a training thread) instead of slowing its steps.
 ///
 /// Thread-safety: `submit` from any thread; `done` runs on the writer's thread.
 class shard_writer {

@@ -133,7 +133,7 @@ void write_state_trailer(std::uint64_t body_checksum, std::span<std::byte> out) 
   std::memcpy(out.data() + 8, &body_checksum, sizeof body_checksum);
 }
 
-expected<state_view> parse_state(std::span<const std::byte> buf) {
+expected<state_view> parse_state(std::span<const std::byte> buf, body_check check) {
   if (buf.size() < state_header_bytes)
     return status{errc::data_loss, "the buffer holds " + std::to_string(buf.size()) + " bytes, fewer than the " +
                                        std::to_string(state_header_bytes) + "-byte header"};
@@ -215,16 +215,20 @@ expected<state_view> parse_state(std::span<const std::byte> buf) {
   if (std::memcmp(trailer.data(), trailer_magic.data(), trailer_magic.size()) != 0)
     return status{errc::data_loss, "the trailer (byte " + std::to_string(h.trailer_offset) +
                                        ") is not \"RKSTEND\": the state is cut short or overwritten"};
-  std::uint64_t stored_body = 0;
-  std::memcpy(&stored_body, trailer.data() + 8, sizeof stored_body);
-  if (const std::uint64_t got = snapshot_checksum(buf.first(h.trailer_offset)); got != stored_body)
-    return status{errc::data_loss, "bytes [0, " + std::to_string(h.trailer_offset) + ") (header, parameters at " +
-                                       std::to_string(h.params_offset) + ", optimizer moments at " +
-                                       std::to_string(h.m_offset) + " and " + std::to_string(h.v_offset) +
-                                       ") hash to " + hex(got) + " but the trailer (byte " +
-                                       std::to_string(h.trailer_offset + 8) + ") stores " + hex(stored_body) +
-                                       ": the data is corrupt"};
+  std::memcpy(&view.body_checksum, trailer.data() + 8, sizeof view.body_checksum);
+  if (check == body_check::verify)
+    if (const std::uint64_t got = snapshot_checksum(buf.first(h.trailer_offset)); got != view.body_checksum)
+      return body_checksum_error(h, got, view.body_checksum);
   return view;
+}
+
+status body_checksum_error(const state_header& h, std::uint64_t got, std::uint64_t stored) {
+  return status{errc::data_loss, "bytes [0, " + std::to_string(h.trailer_offset) + ") (header, parameters at " +
+                                     std::to_string(h.params_offset) + ", optimizer moments at " +
+                                     std::to_string(h.m_offset) + " and " + std::to_string(h.v_offset) +
+                                     ") hash to " + hex(got) + " but the trailer (byte " +
+                                     std::to_string(h.trailer_offset + 8) + ") stores " + hex(stored) +
+                                     ": the data is corrupt"};
 }
 
 }  // namespace rekindle::training

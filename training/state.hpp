@@ -97,13 +97,26 @@ struct state_view {
   std::span<const std::byte> params;
   std::span<const std::byte> m;
   std::span<const std::byte> v;
+  /// The trailer's snapshot_checksum of bytes [0, trailer_offset).
+  std::uint64_t body_checksum = 0;
+};
+
+/// Whether parse_state hashes the bytes before the trailer.
+enum class body_check : std::uint8_t {
+  verify,    ///< against the trailer's checksum
+  deferred,  ///< not: the caller hashes them while it copies them (body_checksum to compare)
 };
 
 /// Checks a state buffer and returns its parts. Errors (errc::data_loss) name the field and its
 /// byte offset, or the byte range: a short buffer, a wrong magic or version, a header that fails
 /// its checksum, sizes or shard ranges that contradict each other, a trailer that is not one, and
-/// bytes that fail the trailer's checksum.
-[[nodiscard]] expected<state_view> parse_state(std::span<const std::byte> buffer);
+/// (with body_check::verify) bytes that fail the trailer's checksum.
+[[nodiscard]] expected<state_view> parse_state(std::span<const std::byte> buffer,
+                                               body_check check = body_check::verify);
+
+/// The error parse_state gives for a body that hashes to `got`; for a reader that checks it
+/// itself (body_check::deferred).
+[[nodiscard]] status body_checksum_error(const state_header& h, std::uint64_t got, std::uint64_t stored);
 
 /// The byte offset of a header field by name ("width" → 24), for messages and tests.
 /// REQUIRES: `field` is one of the header's fields.

@@ -1,6 +1,7 @@
 #include "training/training_task.hpp"
 
 #include <algorithm>
+#include <future>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -62,6 +63,8 @@ status mismatch(std::size_t buffer, std::string_view field, std::uint64_t have, 
 // The data-parallel ZeRO-1 task (see training_task).
 class data_parallel_task final : public training_task {
  public:
+  ~data_parallel_task() override { wait_export(); }
+
   data_parallel_task(const config::spec& spec, int rank, int world, transport::communicator& comm)
       : shape_(shape_of(spec.model)),
         hyper_(hyper_of(spec)),
@@ -137,8 +140,10 @@ class data_parallel_task final : public training_task {
 
   expected<step_result> step() override {
     if (needs_import_)
-      return status{errc::failed_precondition, "the task became rank " + std::to_string(rank_) +
-                                                   " and holds another rank's optimizer shard: import a state first"};
+      return status{errc::failed_precondition,
+                    "rank " + std::to_string(rank_) +
+                        " holds no complete state (it took another rank's place, or an import failed its checksum): "
+                        "import a state first"};
     const kernels::flush_subnormals float_mode{flush_subnormals_};
     step_result r;
     const auto t0 = steady::now();
@@ -184,6 +189,11 @@ class data_parallel_task final : public training_task {
     RK_RETURN_IF_ERROR(collective(comm_->allreduce(sums, 2, dtype::f32, reduce_op::sum), "allreduce of loss and norm"));
     r.timings.communication += since(t);
 
+    // The optimizer writes what an overlapped export reads: it waits for it here.
+    t = steady::now();
+    wait_export();
+    r.timings.snapshot_wait = since(t);
+
     // 3. Mean over micro-batches, clip, AdamW on the own shard.
     t = steady::now();
     const double m = static_cast<double>(micro_batches_);
@@ -224,7 +234,33 @@ class data_parallel_task final : public training_task {
   }
 
   expected<std::uint64_t> export_state(std::span<std::byte> out) override {
+    wait_export();
+    return export_into(header(), out);
+  }
+
+  status begin_export(std::span<std::byte> out) override {
+    if (pending_export_.valid() || export_result_)
+      return status{errc::failed_precondition, "an export is pending: finish_export first"};
     const state_header h = header();
+    if (out.size() < h.total_bytes)
+      return status{errc::invalid_argument, "export needs " + std::to_string(h.total_bytes) +
+                                                " bytes, the buffer holds " + std::to_string(out.size())};
+    if (!backend_->host_memory()) {  // a copy out of the device: in the call
+      export_result_ = export_into(h, out);
+      return {};
+    }
+    pending_export_ = std::async(std::launch::async, [this, h, out] { return export_into(h, out); });
+    return {};
+  }
+
+  std::optional<expected<std::uint64_t>> finish_export() override {
+    wait_export();
+    return std::exchange(export_result_, std::nullopt);
+  }
+
+  // The state with header `h` into `out`, front to back in one pass (see export_state). Reads
+  // only the parameters and the moments: safe beside a step's passes, not beside its optimizer.
+  expected<std::uint64_t> export_into(const state_header& h, std::span<std::byte> out) {
     if (out.size() < h.total_bytes)
       return status{errc::invalid_argument, "export needs " + std::to_string(h.total_bytes) +
                                                 " bytes, the buffer holds " + std::to_string(out.size())};
@@ -261,8 +297,20 @@ class data_parallel_task final : public training_task {
   }
 
   status import_state(std::span<const std::span<const std::byte>> buffers) override {
+    wait_export();
     if (buffers.empty())
       return status{errc::invalid_argument, "import needs at least one state buffer"};
+    // This rank's own state of the same world into host memory, the restore after a failure:
+    // verified while it is copied in, one pass over the bytes.
+    if (buffers.size() == 1 && backend_->host_memory()) {
+      auto v = parse_state(buffers[0], body_check::deferred);
+      if (!v)
+        return v.error().with_context("state buffer 0");
+      RK_RETURN_IF_ERROR(check_matches_job(0, v->header));
+      if (v->header.world_size == static_cast<std::uint32_t>(world_) &&
+          v->header.rank == static_cast<std::uint32_t>(rank_))
+        return import_own_state(buffers[0], *v);
+    }
     std::vector<state_view> views;
     views.reserve(buffers.size());
     for (std::size_t i = 0; i < buffers.size(); ++i) {
@@ -326,6 +374,7 @@ class data_parallel_task final : public training_task {
   }
 
   status rebind(transport::communicator& comm) override {
+    wait_export();
     if (comm.size() != world_ || comm.rank() < 0 || comm.rank() >= world_)
       return status{errc::invalid_argument, "the communicator is rank " + std::to_string(comm.rank()) + " of " +
                                                 std::to_string(comm.size()) + ", the task is for a world of " +
@@ -396,6 +445,38 @@ class data_parallel_task final : public training_task {
   }
 
   // Copies `bytes` (floats) into `dst` at `offset` and zeroes the rest of [offset, offset+count).
+  // import_state of this rank's own state of the same world, in host memory: the sections are
+  // copied in while the whole body is hashed in buffer order (the gaps between sections too),
+  // and the result compared with the trailer's checksum at the end. A mismatch leaves the
+  // parameters half written: the task then refuses to step until another import.
+  status import_own_state(std::span<const std::byte> buf, const state_view& v) {
+    snapshot_checksum_stream hs;
+    std::size_t at = 0;
+    const auto copy_section = [&](std::span<const std::byte> section, float* dst, std::size_t floats) {
+      const auto begin = static_cast<std::size_t>(section.data() - buf.data());
+      hs.update(buf.subspan(at, begin - at));  // the header, or the zero padding before a section
+      copy_and_checksum(std::span<std::byte>(reinterpret_cast<std::byte*>(dst), section.size()), section, hs);
+      std::fill(dst + section.size() / sizeof(float), dst + floats, 0.0f);
+      at = begin + section.size();
+    };
+    needs_import_ = true;  // until the copy is known good
+    copy_section(v.params, params_.data(), padded_);
+    copy_section(v.m, m_.data(), shard_);
+    copy_section(v.v, v_.data(), shard_);
+    hs.update(buf.subspan(at, v.header.trailer_offset - at));
+    if (const auto got = hs.digest(); got != v.body_checksum)
+      return body_checksum_error(v.header, got, v.body_checksum).with_context("state buffer 0");
+    step_ = v.header.step;
+    needs_import_ = false;
+    return backend_->synchronize();
+  }
+
+  // Waits for a pending export and keeps its result for finish_export.
+  void wait_export() {
+    if (pending_export_.valid())
+      export_result_ = pending_export_.get();
+  }
+
   status load_floats(kernels::device_buffer& dst, std::size_t offset, std::size_t count,
                      std::span<const std::byte> bytes, std::vector<float>& staging) {
     const std::size_t floats = bytes.size() / sizeof(float);
@@ -457,6 +538,9 @@ class data_parallel_task final : public training_task {
   /// Set when rebind changed the rank: the optimizer shard is another rank's until an import.
   bool needs_import_ = false;
   bool flush_subnormals_ = true;
+  /// The export begin_export started, and its result once waited for.
+  std::future<expected<std::uint64_t>> pending_export_;
+  std::optional<expected<std::uint64_t>> export_result_;
 };
 
 }  // namespace

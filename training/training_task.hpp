@@ -30,6 +30,9 @@ struct step_timings {
   std::chrono::nanoseconds communication{};
   /// Gradient norm, clipping and AdamW on the rank's shard.
   std::chrono::nanoseconds optimizer{};
+  /// Waiting, before the optimizer, for the export begin_export started (0 when none was pending or
+  /// it had finished): the training stall of an overlapped snapshot.
+  std::chrono::nanoseconds snapshot_wait{};
 };
 
 /// The outcome of one optimizer step; identical on every rank.
@@ -96,11 +99,28 @@ class training_task {
   /// snapshot slot publishes without reading the state again. Errors: invalid_argument when `out`
   /// is smaller than state_size(); a GPU's copy error.
   [[nodiscard]] virtual expected<std::uint64_t> export_state(std::span<std::byte> out) = 0;
+  /// export_state in the background: starts writing the state into `out` on a thread of the
+  /// task's and returns at once. The export reads the parameters and the optimizer moments, which
+  /// the next step's forward and backward passes and its gradient reduce-scatter only read, so
+  /// step() runs those while the export goes on, and waits for it (step_timings::snapshot_wait)
+  /// before its optimizer changes anything. `out` must stay valid and untouched until
+  /// finish_export. With a pending export, export_state, import_state and rebind wait for it first
+  /// (its result kept for finish_export), and so does the destructor. Where the state lies in a
+  /// GPU's memory the export runs in the call instead (a copy out of the device), with the same
+  /// result. Errors: failed_precondition when an export is pending already; invalid_argument as
+  /// export_state.
+  [[nodiscard]] virtual status begin_export(std::span<std::byte> out) = 0;
+  /// The checksum (or error) of the export begin_export started, waiting for it if it still runs;
+  /// nullopt when none was begun since the last finish_export.
+  [[nodiscard]] virtual std::optional<expected<std::uint64_t>> finish_export() = 0;
   /// Restores a state exported by ranks of this job. Pass this rank's own buffer (same world
   /// size), or the buffers of all ranks of the old world in any order: with a different world
   /// size the optimizer moments of the new shard are assembled from the overlapping old shards.
   /// Every buffer is checked (see parse_state); the shape, seed and data must match the job's.
-  /// On error the task is unchanged.
+  /// On error the task is unchanged, with one exception: this rank's own buffer of the same world
+  /// into host memory (a restore after a failure) is verified while it is copied in, in one pass,
+  /// so bytes that fail the trailer's checksum leave the task needing another import (step()
+  /// fails with failed_precondition until then).
   [[nodiscard]] virtual status import_state(std::span<const std::span<const std::byte>> buffers) = 0;
 
   /// Runs the collectives of every later step on `comm` (a new epoch's communicator); parameters,

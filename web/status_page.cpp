@@ -24,7 +24,7 @@ constexpr std::string_view page = R"PAGE(<!doctype html>
   .state-rendezvous, .state-waiting_for_nodes, .state-paused, .recovering { color: #b54708; }
   #error { color: #b42318; padding: 0 20px; }
   .bar { display: inline-block; height: 12px; vertical-align: middle; }
-  .p-detect { background: #7a5af8; } .p-respawn { background: #f79009; } .p-rendezvous { background: #2e90fa; } .p-restore { background: #12b76a; }
+  .p-detect { background: #7a5af8; } .p-respawn { background: #f79009; } .p-rendezvous { background: #2e90fa; } .p-restore { background: #12b76a; } .p-first-step { background: #98a2b3; }
   .legend span { margin-right: 10px; } .legend .bar { width: 10px; margin-right: 3px; }
   svg text { font-size: 11px; fill: #566; }
   #events td.detail { white-space: normal; }
@@ -47,7 +47,7 @@ constexpr std::string_view page = R"PAGE(<!doctype html>
   <section><h2>Loss</h2><svg id="loss-chart" viewBox="0 0 600 220" width="100%" height="220"></svg></section>
   <section><h2>Recoveries</h2>
     <div class="legend"><span><i class="bar p-detect"></i>detection</span><span><i class="bar p-respawn"></i>respawn</span>
-      <span><i class="bar p-rendezvous"></i>rendezvous</span><span><i class="bar p-restore"></i>restore</span></div>
+      <span><i class="bar p-rendezvous"></i>rendezvous</span><span><i class="bar p-restore"></i>restore</span><span><i class="bar p-first-step"></i>first step</span></div>
     <table id="recoveries"><thead><tr><th>epoch</th><th>cause</th><th>restored</th><th>lost</th><th>phases</th><th>total</th></tr></thead><tbody></tbody></table>
   </section>
   <section><h2>Nodes</h2>
@@ -110,7 +110,7 @@ function show(s, events) {
     cell(tr, r.done ? r.steps_lost : "–");
     const td = cell(tr, "", r.done ? "" : "recovering");
     if (!r.done) td.textContent = "recovering…";
-    for (const [p, v] of [["detect", r.detect_s], ["respawn", r.respawn_s], ["rendezvous", r.rendezvous_s], ["restore", r.restore_s]]) {
+    for (const [p, v] of [["detect", r.detect_s], ["respawn", r.respawn_s], ["rendezvous", r.rendezvous_s], ["restore", r.restore_s], ["first-step", r.first_step_s]]) {
       const b = document.createElement("i"); b.className = "bar p-" + p; b.title = p + " " + fmt(v) + " s";
       b.style.width = Math.max(0, 220 * (v || 0) / maxTotal).toFixed(1) + "px"; td.appendChild(b);
     }

@@ -259,13 +259,15 @@ void print_recoveries(const actors::job_status& j) {
     std::cout << "no failure so far\n";
     return;
   }
-  std::cout << "epoch  cause                                     detect   respawn  rendezvous  restore  total    "
-               "restored-from          lost\n";
+  std::cout << "epoch  cause                                     detect   respawn  rendezvous  restore  1st step "
+               "between  total    restored-from          lost\n";
   for (const auto& r : j.recoveries)
     std::cout << pad(std::to_string(r.epoch), 7) << pad(r.cause.substr(0, 40), 42) << pad(ms_text(r.detect_s), 9)
               << pad(ms_text(r.respawn_s), 9) << pad(ms_text(r.rendezvous_s), 12) << pad(ms_text(r.restore_s), 9)
+              << pad(r.done ? ms_text(r.first_step_s) : "…", 9) << pad(r.done ? ms_text(r.between_s) : "…", 9)
               << pad(r.done ? ms_text(r.total_s) : "…", 9) << pad(r.source + " @" + std::to_string(r.restored_step), 23)
               << r.steps_lost << "\n";
+  std::cout << "(the phases and 'between', the messages between them, add up to the total)\n";
 }
 
 // A view of the status: the whole JSON (or `key` of it) with --json, else `print`.
@@ -530,8 +532,8 @@ void add_admin_commands(CLI::App& app, int& exit_code) {
   }
   {
     auto o = std::make_shared<connection_options>();
-    auto* cmd = app.add_subcommand("recoveries", "Each failure: detection, respawn, rendezvous, restore and total time, "
-                                                 "where the state came from, steps lost");
+    auto* cmd = app.add_subcommand("recoveries", "Each failure: detection, respawn, rendezvous, restore, first step and total "
+                                                 "time, where the state came from, steps lost");
     add_connection_options(cmd, *o);
     cmd->callback([o, &exit_code] { exit_code = show_status(*o, "recoveries", print_recoveries); });
   }

@@ -58,7 +58,8 @@ std::string recovery_line(const actors::recovery_status& r) {
   if (r.detect_s > 0)
     line += "detect " + seconds_text(r.detect_s) + " · ";
   line += "respawn " + seconds_text(r.respawn_s) + " · rendezvous " + seconds_text(r.rendezvous_s) + " · restore " +
-          seconds_text(r.restore_s) + " (" + r.source + ", step " + std::to_string(r.restored_step) + ") · total " +
+          seconds_text(r.restore_s) + " (" + r.source + ", step " + std::to_string(r.restored_step) + ") · first step " +
+          seconds_text(r.first_step_s) + " · total " +
           seconds_text(r.total_s) + " · lost " + std::to_string(r.steps_lost) + " step" + (r.steps_lost == 1 ? "" : "s");
   return line;
 }

@@ -117,6 +117,18 @@ TEST(config, the_node_check_has_defaults_and_its_limits_are_fractions) {
   EXPECT_EQ(only_error(parse_in(dir, std::string{two_nodes} + "\n[checks]\nmin_gpu = 2\n")).field, "checks.min_gpu");
 }
 
+TEST(config, snapshots_overlap_the_next_step_unless_turned_off) {
+  testing::temp_dir dir;
+  auto r = parse_in(dir, two_nodes);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_TRUE(r.value->checkpoint.overlap);
+  r = parse_in(dir, std::string{two_nodes} + "\n[checkpoint]\noverlap = false\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_FALSE(r.value->checkpoint.overlap);
+  const auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[checkpoint]\noverlap = 1\n"));
+  EXPECT_EQ(e.field, "checkpoint.overlap");
+}
+
 TEST(config, the_link_check_and_the_periodic_check) {
   temp_dir dir;
   auto r = parse_in(dir, two_nodes);

@@ -20,6 +20,9 @@ TEST(recovery_meter, times_each_phase_from_injection_to_the_first_step_past_the_
   m.on_restored(20 * ms, 5 * ms, "local memory");
   m.on_restored(30 * ms, 3 * ms, "buddy memory on n0");
   EXPECT_EQ(m.on_progress(40, 1100 * ms), nullptr) << "no rank past the restore step yet";
+  m.on_step(41, 60 * ms);
+  m.on_step(41, 80 * ms);  // the slowest rank's first step counts
+  m.on_step(42, 500 * ms);  // a later step does not
   const auto* done = m.on_progress(41, 1200 * ms);
   ASSERT_NE(done, nullptr);
   EXPECT_FALSE(m.recovering());
@@ -33,6 +36,11 @@ TEST(recovery_meter, times_each_phase_from_injection_to_the_first_step_past_the_
   EXPECT_DOUBLE_EQ(r.rendezvous_s(), 0.1 + 0.03) << "start - ready, plus the slowest rank's connection";
   EXPECT_DOUBLE_EQ(r.restore_s(), 0.005);
   EXPECT_DOUBLE_EQ(r.total_s(), 1.1) << "from the injection";
+  EXPECT_DOUBLE_EQ(r.first_step_s(), 0.08);
+  EXPECT_NEAR(r.between_s(), 1.1 - 0.05 - 0.75 - 0.13 - 0.005 - 0.08, 1e-12);
+  EXPECT_NEAR(r.detect_s() + r.respawn_s() + r.rendezvous_s() + r.restore_s() + r.first_step_s() + r.between_s(),
+              r.total_s(), 1e-12)
+      << "the phases add up to the total";
   EXPECT_EQ(r.steps_lost(), 7u);
   EXPECT_EQ(r.source, "buddy memory on n0") << "a rank that read from elsewhere names the source";
   EXPECT_NE(r.summary().find("lost 7 step(s)"), std::string::npos) << r.summary();
@@ -64,6 +72,7 @@ TEST(recovery_meter, a_finished_recovery_is_kept_in_event_fields_and_read_back_b
   m.on_ready(900 * ms);
   m.on_start(step_t{40}, "buddy memory on n0", 1000 * ms);
   m.on_restored(20 * ms, 5 * ms, "buddy memory on n0");
+  m.on_step(41, 70 * ms);
   const auto* done = m.on_progress(41, 1200 * ms);
   ASSERT_NE(done, nullptr);
   const auto fields = to_fields(*done);
@@ -77,6 +86,7 @@ TEST(recovery_meter, a_finished_recovery_is_kept_in_event_fields_and_read_back_b
   EXPECT_EQ(back->node, node_id{1});
   EXPECT_TRUE(back->done);
   EXPECT_EQ(back->summary(), done->summary()) << "every figure survives";
+  EXPECT_DOUBLE_EQ(back->first_step_s(), 0.07);
 
   // The next supervisor lists it before its own.
   recovery_meter next;

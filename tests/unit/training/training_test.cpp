@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/checksum.hpp"
@@ -305,6 +306,30 @@ TEST_F(state_errors, a_corrupt_moment_byte_or_a_cut_trailer_is_found) {
       << s;
 }
 
+TEST_F(state_errors, a_restore_that_fails_its_checksum_while_copied_in_leaves_a_task_that_will_not_step) {
+  // A world of one: its own state imports in one pass, verified while it is copied in.
+  const auto solo = states_of(train(spec_, {.world = 1, .steps = 2}));
+  auto bad = solo[0];
+  const auto view = parse_state(bad);
+  ASSERT_TRUE(view.has_value());
+  bad[view->header.m_offset + 5] ^= std::byte{0x20};
+  testing::thread_group group(1);
+  auto task = make_training_task(spec_, 0, 1, group.rank(0), cpu_options());
+  ASSERT_TRUE(task.has_value());
+  const std::vector<std::span<const std::byte>> in{bad};
+  const status s = (*task)->import_state(in);
+  EXPECT_EQ(s.code(), errc::data_loss) << s;
+  EXPECT_NE(s.message().find("the data is corrupt"), std::string::npos) << s;
+  auto step = (*task)->step();
+  ASSERT_FALSE(step.has_value()) << "a task half written by a failed import must not train";
+  EXPECT_EQ(step.error().code(), errc::failed_precondition) << step.error();
+  // The good copy then imports, and training goes on from its step.
+  const std::vector<std::span<const std::byte>> good{solo[0]};
+  ASSERT_TRUE((*task)->import_state(good).ok());
+  EXPECT_EQ((*task)->current_step(), step_t{2});
+  EXPECT_TRUE((*task)->step().has_value());
+}
+
 TEST_F(state_errors, a_corrupt_header_byte_fails_the_header_checksum) {
   auto bad = saved_;
   bad[0][state_field_offset("width")] ^= std::byte{0x40};
@@ -496,6 +521,109 @@ TEST(training, a_failed_collective_is_reported_not_hung) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), errc::timeout);
   EXPECT_NE(r.error().message().find("step 0: reduce_scatter of the gradient"), std::string::npos) << r.error();
+}
+
+// A snapshot written in the background while the next step's passes run (begin_export): the
+// same bytes as an export at that point, and training that goes on bit for bit as without it.
+struct overlap_run {
+  std::vector<double> losses;
+  std::vector<bytes> snapshots;  // the state after each step (overlapped or not)
+  std::vector<std::uint64_t> sums;
+};
+
+// Two ranks (threads) train `steps` steps, each taking a snapshot after every step: in the
+// background while the next step runs (`overlap`), or by export_state at once.
+std::vector<overlap_run> train_with_snapshots(bool overlap, int steps) {
+  const auto spec = tiny_spec();
+  constexpr int world = 2;
+  testing::thread_group group(world);
+  std::vector<overlap_run> out(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      auto task = make_training_task(spec, r, world, group.rank(r), cpu_options());
+      ASSERT_TRUE(task.has_value());
+      auto& t = **task;
+      bytes pending;
+      for (int i = 0; i < steps; ++i) {
+        auto s = t.step();
+        ASSERT_TRUE(s.has_value()) << s.error().message();
+        out[r].losses.push_back(s->loss);
+        if (overlap && !pending.empty()) {
+          auto done = t.finish_export();
+          ASSERT_TRUE(done.has_value() && done->has_value());
+          out[r].sums.push_back(**done);
+          out[r].snapshots.push_back(std::move(pending));
+          pending = {};
+        }
+        bytes buf(t.state_size());
+        if (overlap) {
+          ASSERT_TRUE(t.begin_export(buf).ok());
+          EXPECT_EQ(t.begin_export(buf).code(), errc::failed_precondition) << "one export at a time";
+          pending = std::move(buf);  // the vector's memory stays where the export writes
+        } else {
+          auto sum = t.export_state(buf);
+          ASSERT_TRUE(sum.has_value());
+          out[r].sums.push_back(*sum);
+          out[r].snapshots.push_back(std::move(buf));
+        }
+      }
+      if (overlap) {
+        auto done = t.finish_export();  // the last one, waited for here
+        ASSERT_TRUE(done.has_value() && done->has_value());
+        out[r].sums.push_back(**done);
+        out[r].snapshots.push_back(std::move(pending));
+        EXPECT_FALSE(t.finish_export().has_value()) << "nothing is pending any more";
+      }
+    });
+  for (auto& th : threads)
+    th.join();
+  return out;
+}
+
+TEST(overlapped_export, gives_the_bytes_of_an_export_at_that_step_and_leaves_training_bit_for_bit_the_same) {
+  const auto plain = train_with_snapshots(false, 12);
+  const auto overlapped = train_with_snapshots(true, 12);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(plain[r].losses.size(), overlapped[r].losses.size());
+    for (std::size_t i = 0; i < plain[r].losses.size(); ++i)
+      EXPECT_EQ(testing::bits(plain[r].losses[i]), testing::bits(overlapped[r].losses[i])) << "rank " << r << " step " << i;
+    ASSERT_EQ(plain[r].snapshots.size(), overlapped[r].snapshots.size());
+    for (std::size_t i = 0; i < plain[r].snapshots.size(); ++i) {
+      EXPECT_EQ(plain[r].sums[i], overlapped[r].sums[i]) << "rank " << r << " snapshot " << i;
+      EXPECT_TRUE(plain[r].snapshots[i] == overlapped[r].snapshots[i]) << "rank " << r << " snapshot " << i;
+      auto v = parse_state(overlapped[r].snapshots[i]);
+      ASSERT_TRUE(v.has_value()) << v.error().message();
+      EXPECT_EQ(v->header.step, i + 1) << "the state after the step it was begun at";
+    }
+  }
+}
+
+TEST(overlapped_export, an_import_or_a_destroyed_task_waits_for_the_pending_export) {
+  const auto spec = tiny_spec();
+  testing::thread_group group(1);
+  auto task = make_training_task(spec, 0, 1, group.rank(0), cpu_options());
+  ASSERT_TRUE(task.has_value());
+  ASSERT_TRUE((*task)->step().has_value());
+  bytes first((*task)->state_size()), second((*task)->state_size());
+  ASSERT_TRUE((*task)->begin_export(first).ok());
+  // An export in the call waits for the pending one, whose result stays for finish_export.
+  auto sum = (*task)->export_state(second);
+  ASSERT_TRUE(sum.has_value());
+  auto done = (*task)->finish_export();
+  ASSERT_TRUE(done.has_value() && done->has_value());
+  EXPECT_EQ(**done, *sum);
+  EXPECT_TRUE(first == second);
+  // The state imports back; a pending export into a buffer is finished before the task goes.
+  const std::vector<std::span<const std::byte>> in{first};
+  ASSERT_TRUE((*task)->begin_export(second).ok());
+  EXPECT_TRUE((*task)->import_state(in).ok());
+  ASSERT_TRUE((*task)->begin_export(second).code() == errc::failed_precondition)
+      << "the import kept the finished export's result for finish_export";
+  EXPECT_TRUE((*task)->finish_export().has_value());
+  ASSERT_TRUE((*task)->begin_export(second).ok());
+  task->reset();  // waits for the export into `second`, which is still alive
+  EXPECT_TRUE(parse_state(second).has_value());
 }
 
 }  // namespace
