@@ -141,8 +141,9 @@ void worker_runtime::train(const start_training& start) {
   session_.to_agent(rank_restored{a.epoch, a.rank, start.restore_step, source, connect_ns, ns_since(t0)});
   const auto every = ctx_.spec.checkpoint.snapshot_every;
   const auto tokens = static_cast<std::uint64_t>(ctx_.spec.job.global_batch) * ctx_.spec.model.seq_len;
-  // A step's time runs from the end of the one before (or its own start, first in an epoch): the
-  // period of the loop, with the snapshot and report of the previous step in it.
+  // A step's time runs from the end of the one before (or its own start, first in an epoch) to
+  // its own end, both read at the same point of the loop: the loop's period, with the snapshot,
+  // report and everything else the previous step did after it in it.
   std::optional<clock_type::time_point> previous_end;
   // An overlapped snapshot (checkpoint.overlap): begun after a step, written while the next one's
   // passes run, published after it. Leaving the loop any other way abandons it, once the export
@@ -204,13 +205,15 @@ void worker_runtime::train(const start_training& start) {
       if (compute_cpu_ns > 0)
         compute_cpu_ns += static_cast<std::int64_t>(static_cast<double>(compute_cpu_ns) * (factor - 1.0));
     }
+    const auto step_end = clock_type::now();
+    const auto period_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(step_end - step_start).count();
     if (!previous_end)
-      spdlog::debug("first step of epoch {} in {} ms", a.epoch.value(), ns_since(step_start) / 1000000);
+      spdlog::debug("first step of epoch {} in {} ms", a.epoch.value(), period_ns / 1000000);
     progress_report p{a.epoch,
                       a.rank,
                       r->step,
                       r->loss,
-                      ns_since(step_start),
+                      period_ns,
                       compute_ns,
                       r->timings.communication.count(),
                       0,
@@ -259,7 +262,7 @@ void worker_runtime::train(const start_training& start) {
     // The next epoch's mailbox, once this one trains: never on the recovery path.
     if (r->step.value() == start.restore_step.value() + 1)
       (void)ring_->prepare();
-    previous_end = clock_type::now();
+    previous_end = step_end;
   }
   (void)publish_pending();  // the last step's
   spdlog::info("rank {} finished all {} steps", a.rank.value(), task->total_steps());

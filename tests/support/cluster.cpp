@@ -32,6 +32,7 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
           std::to_string(options_.snapshot_every) + "\npersist_every = " + std::to_string(options_.persist_every) +
           "\nkeep = " + std::to_string(options_.keep) + "\n" +
           (options_.checkpoint_dir.empty() ? std::string{} : "directory = \"" + options_.checkpoint_dir + "\"\n") +
+          "overlap = " + (options_.overlap ? "true" : "false") + "\n" +
           "\n"
           "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"20s\"\nrendezvous = \"" + options_.rendezvous + "\"\ncollective = \"5s\"\n"
           "\n[transport]\nnet_devices = \"" + options_.net_devices + "\"\ntls = \"" + options_.tls + "\"\n"

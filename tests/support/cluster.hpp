@@ -29,6 +29,8 @@ struct cluster_options {
   std::uint32_t keep = 3;
   /// checkpoint.directory; empty: the default, <data_dir>/checkpoints.
   std::string checkpoint_dir;
+  /// checkpoint.overlap.
+  bool overlap = true;
   /// More keys of [cluster] (e.g. "standby = \"n1\"\n").
   std::string cluster_extra;
   /// Extra TOML appended to the file (e.g. "[recovery]\nmax_restarts_per_rank = 1\n").

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,6 +36,45 @@ TEST(cluster, a_job_trains_to_the_end_and_every_process_exits) {
     ASSERT_TRUE(st.has_value()) << n << " did not exit";
     EXPECT_EQ(*st, 0) << c.log(n);
   }
+}
+
+TEST(cluster, a_ranks_step_time_is_the_loops_period_with_the_snapshot_in_it) {
+  // A snapshot every step that stops the step (overlap off), of a state that takes milliseconds
+  // to copy: the rank's step times add up to the wall time its steps took, snapshots included.
+  testing::local_cluster c{{.nodes = 1,
+                            .ranks_per_node = 1,
+                            .steps = 1000000,
+                            .snapshot_every = 1,
+                            .persist_every = 0,
+                            .overlap = false,
+                            .width = 256}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(20, 120s)) << c.log("n0");
+  const auto step_now = [&] { return c.status().value("step", std::uint64_t{0}); };
+  const auto s0 = step_now();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<double> times, stalls;
+  while (std::chrono::steady_clock::now() - t0 < 4s) {
+    std::this_thread::sleep_for(100ms);
+    const auto s = c.status();
+    if (!s.is_null() && !s["ranks"].empty()) {
+      times.push_back(s["ranks"][0].value("step_time_s", 0.0));
+      stalls.push_back(s["ranks"][0].value("snapshot_stall_s", 0.0));
+    }
+  }
+  const auto s1 = step_now();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_GT(s1, s0 + 20) << c.log("n0");
+  ASSERT_GE(times.size(), 10u);
+  std::sort(times.begin(), times.end());
+  std::sort(stalls.begin(), stalls.end());
+  const double period = wall / static_cast<double>(s1 - s0), step_time = times[times.size() / 2];
+  EXPECT_GT(stalls[stalls.size() / 2], 0.0) << "every step takes a snapshot";
+  EXPECT_GE(step_time, 0.9 * period) << "a step's time (" << step_time << " s) leaves out part of the loop's period ("
+                                     << period << " s); snapshot stall " << stalls[stalls.size() / 2] << " s";
+  EXPECT_LE(step_time, 1.1 * period) << "a step's time (" << step_time << " s) counts more than the loop's period ("
+                                     << period << " s)";
+  EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
 }
 
 TEST(cluster, status_and_bad_admin_requests_through_the_shell) {
