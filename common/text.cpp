@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace rekindle {
 
@@ -311,6 +313,69 @@ std::size_t json_nesting_depth(std::string_view json_text) {
       --depth;
   }
   return deepest;
+}
+
+std::optional<json_number_problem> json_number_out_of_range(std::string_view json_text) {
+  // The key of each open object (and "" for each open array, which keeps its parent's key).
+  std::vector<std::string> keys;
+  std::string last_string;
+  bool quoted = false, escaped = false;
+  std::size_t string_start = 0;
+  std::string pending_key;
+  constexpr std::size_t max_scanned_depth = 4096;
+  for (std::size_t i = 0; i < json_text.size(); ++i) {
+    const char ch = json_text[i];
+    if (quoted) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"') {
+        quoted = false;
+        last_string.assign(json_text.substr(string_start, std::min<std::size_t>(i - string_start, 256)));
+      }
+      continue;
+    }
+    switch (ch) {
+      case '"':
+        quoted = true;
+        string_start = i + 1;
+        break;
+      case ':':
+        pending_key = last_string;
+        break;
+      case '{':
+      case '[':
+        if (keys.size() < max_scanned_depth)
+          keys.push_back(keys.empty() ? pending_key : (pending_key.empty() ? keys.back() : pending_key));
+        pending_key.clear();
+        break;
+      case '}':
+      case ']':
+        if (!keys.empty())
+          keys.pop_back();
+        pending_key.clear();
+        break;
+      case ',':
+        pending_key.clear();
+        break;
+      default:
+        if (ch == '-' || (ch >= '0' && ch <= '9')) {
+          std::size_t end = i;
+          while (end < json_text.size() && std::strchr("+-0123456789.eE", json_text[end]) != nullptr && json_text[end] != '\0')
+            ++end;
+          const std::string number{json_text.substr(i, std::min<std::size_t>(end - i, 64))};
+          const double v = std::strtod(std::string{json_text.substr(i, end - i)}.c_str(), nullptr);
+          if (!std::isfinite(v)) {
+            std::string key = !pending_key.empty() ? pending_key : (keys.empty() ? std::string{} : keys.back());
+            return json_number_problem{std::move(key), number};
+          }
+          i = end - 1;
+        }
+        break;
+    }
+  }
+  return std::nullopt;
 }
 
 expected<std::uint64_t> parse_whole_number(std::string_view text, std::uint64_t min, std::uint64_t max) {

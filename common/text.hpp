@@ -54,6 +54,15 @@ std::string_view trim(std::string_view text);
 /// copied, printed and freed by recursion (100,000 nested arrays overflow the stack).
 std::size_t json_nesting_depth(std::string_view json_text);
 
+/// Where a JSON text holds a number a double cannot hold (1e400), read without parsing it: the
+/// number as written and the key of the innermost object member it lies in ("" at the top level
+/// or when there is none), so an error can name the field the parser's own message omits.
+struct json_number_problem {
+  std::string key;
+  std::string number;
+};
+std::optional<json_number_problem> json_number_out_of_range(std::string_view json_text);
+
 /// A whole number written in decimal digits (no sign, no spaces) from `min` to `max`. Every number
 /// rekindle reads from outside (options, addresses, files) goes through here: "-5", "1e3",
 /// "99999999999999999999" and "" are errors that say the range, never a wrapped or clamped value.

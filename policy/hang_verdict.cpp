@@ -8,18 +8,38 @@ namespace rekindle::policy {
 
 namespace {
 
-std::string list_of(const std::vector<rank_id>& ranks) {
+// The ranks as "0,2,5-9" (runs of three or more as a range), at most `max_items` items and then
+// how many more: a verdict over 16,384 ranks stays a line, not 100 KB a rank.
+std::string compact(const std::vector<rank_id>& ranks, std::string_view sep) {
+  constexpr std::size_t max_items = 24;
   std::string out;
-  for (const auto r : ranks)
-    out += (out.empty() ? "" : ",") + std::to_string(r.value());
+  std::size_t items = 0, i = 0;
+  while (i < ranks.size()) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1].value() == ranks[j].value() + 1)
+      ++j;
+    if (items == max_items) {
+      out += std::string{sep} + "and " + std::to_string(ranks.size() - i) + " more";
+      break;
+    }
+    if (!out.empty())
+      out += sep;
+    if (j - i >= 2) {
+      out += std::to_string(ranks[i].value()) + "-" + std::to_string(ranks[j].value());
+      i = j + 1;
+    } else {
+      out += std::to_string(ranks[i].value());
+      ++i;
+    }
+    ++items;
+  }
   return out;
 }
 
+std::string list_of(const std::vector<rank_id>& ranks) { return compact(ranks, ","); }
+
 std::string ranks_phrase(const std::vector<rank_id>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i)
-    out += (i == 0 ? "" : ", ") + std::to_string(ranks[i].value());
-  return out;
+  return (ranks.size() == 1 ? "rank " : "ranks ") + compact(ranks, ", ");
 }
 
 std::string collective_name(std::uint64_t seq, collective_kind k) {
@@ -41,17 +61,14 @@ std::vector<std::pair<std::string, std::string>> hang_verdict::fields() const {
           {"verdict", text}};
 }
 
-hang_verdict judge_hang(const std::vector<rank_report>& ranks, rank_id stuck) {
+hang_verdict survey_hang(const std::vector<rank_report>& ranks) {
   hang_verdict v;
   for (const auto& r : ranks)
     if (r.at && waits_in(*r.at) && r.at->seq > v.seq) {
       v.seq = r.at->seq;
       v.kind = r.at->kind;
     }
-  std::optional<collective_position> own;
   for (const auto& r : ranks) {
-    if (r.rank == stuck)
-      own = r.at;
     if (!r.at)
       v.unknown.push_back(r.rank);
     else if (v.seq > 0 && r.at->seq == v.seq && waits_in(*r.at))
@@ -59,6 +76,19 @@ hang_verdict judge_hang(const std::vector<rank_report>& ranks, rank_id stuck) {
     else if (v.seq > 0 && r.at->seq < v.seq)
       v.missing.push_back(r.rank);
   }
+  if (v.seq > 0) {
+    v.text += "; " + (v.waiting.empty() ? std::string{"no rank"} : ranks_phrase(v.waiting)) + " waited in " +
+              collective_name(v.seq, v.kind);
+    if (!v.missing.empty())
+      v.text += ", " + ranks_phrase(v.missing) + " never entered it";
+  }
+  if (!v.unknown.empty())
+    v.text += "; no position from " + ranks_phrase(v.unknown);
+  return v;
+}
+
+hang_verdict judge_hang(const hang_verdict& survey, const std::optional<collective_position>& own, rank_id stuck) {
+  hang_verdict v = survey;
   const auto who = "rank " + std::to_string(stuck.value());
   if (!own) {
     v.text = who + " reported no collective position";
@@ -77,15 +107,16 @@ hang_verdict judge_hang(const std::vector<rank_report>& ranks, rank_id stuck) {
   } else {
     v.text = who + " is at collective #" + std::to_string(own->seq) + " (" + std::string{to_string(own->phase)} + ")";
   }
-  if (v.seq > 0) {
-    v.text += "; " + (v.waiting.empty() ? std::string{"no rank"} : ranks_phrase(v.waiting)) + " waited in " +
-              collective_name(v.seq, v.kind);
-    if (!v.missing.empty())
-      v.text += ", " + ranks_phrase(v.missing) + " never entered it";
-  }
-  if (!v.unknown.empty())
-    v.text += "; no position from " + ranks_phrase(v.unknown);
+  v.text += survey.text;
   return v;
+}
+
+hang_verdict judge_hang(const std::vector<rank_report>& ranks, rank_id stuck) {
+  std::optional<collective_position> own;
+  for (const auto& r : ranks)
+    if (r.rank == stuck)
+      own = r.at;
+  return judge_hang(survey_hang(ranks), own, stuck);
 }
 
 }  // namespace rekindle::policy

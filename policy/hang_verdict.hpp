@@ -33,11 +33,16 @@ struct hang_verdict {
   std::string text;
 
   /// The verdict as event fields: collective, collective_kind, waiting, missing, unknown (rank lists
-  /// "0,1,3"), verdict (the text).
+  /// "0,1,3", runs of three or more as "5-9", at most 24 items and then "and N more"), verdict (the text).
   [[nodiscard]] std::vector<std::pair<std::string, std::string>> fields() const;
 };
 
 /// The verdict for `stuck`, the rank declared hung, among `ranks`.
 hang_verdict judge_hang(const std::vector<rank_report>& ranks, rank_id stuck);
+/// What every verdict among `ranks` shares: the collective, who waits, who never entered, who
+/// said nothing (`text` is the sentence's common tail). One pass, for a whole world judged at once.
+hang_verdict survey_hang(const std::vector<rank_report>& ranks);
+/// The verdict for `stuck`, whose own position is `own`, from a survey of every rank.
+hang_verdict judge_hang(const hang_verdict& survey, const std::optional<collective_position>& own, rank_id stuck);
 
 }  // namespace rekindle::policy

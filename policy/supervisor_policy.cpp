@@ -537,13 +537,16 @@ void supervisor_policy::on_position(rank_id r, epoch_t e, const collective_posit
   it->second.position_epoch = e;
 }
 
-note_event supervisor_policy::hung_note(const rank_slot& s, const std::string& why) {
-  std::vector<rank_report> reports;
-  for (const auto& slot : placement_) {
-    const auto& r = ranks_[slot.rank];
-    reports.push_back({slot.rank, r.position_epoch == epoch_ ? r.position : std::nullopt});
+note_event supervisor_policy::hung_note(const rank_slot& s, const std::string& why, std::optional<hang_verdict>& survey) {
+  const auto position_of = [&](const rank_state& r) { return r.position_epoch == epoch_ ? r.position : std::nullopt; };
+  if (!survey) {
+    std::vector<rank_report> reports;
+    reports.reserve(placement_.size());
+    for (const auto& slot : placement_)
+      reports.push_back({slot.rank, position_of(ranks_[slot.rank])});
+    survey = survey_hang(reports);
   }
-  const auto verdict = judge_hang(reports, s.rank);
+  const auto verdict = judge_hang(*survey, position_of(ranks_[s.rank]), s.rank);
   return note_event{"rank_hung", why + ": killing it. " + verdict.text, s.rank, s.node, verdict.fields()};
 }
 
@@ -605,6 +608,7 @@ std::vector<policy_action> supervisor_policy::on_tick() {
     const auto margin = config_.hang_timeout / 4;
     const bool blame = config_.collective_timeout > std::chrono::nanoseconds::zero();
     const auto hung_after = blame ? std::max(config_.hang_timeout, config_.collective_timeout + margin) : config_.hang_timeout;
+    std::optional<hang_verdict> reports;
     for (const auto& s : placement_) {
       auto& r = ranks_[s.rank];
       if (blame && collective_waiters_.contains(s.rank))
@@ -614,12 +618,14 @@ std::vector<policy_action> supervisor_policy::on_tick() {
         out.push_back(hung_note(s, "rank " + std::to_string(s.rank.value()) + " made no progress for " +
                                        format_duration(silent) + " and reported nothing while " +
                                        std::to_string(collective_waiters_.size()) +
-                                       " rank(s) timed out waiting for it in a collective"));
+                                       " rank(s) timed out waiting for it in a collective",
+                                reports));
         out.push_back(kill_rank{s.rank, s.node, 9});
         r.last_progress = now;  // its exit drives the recovery; do not kill it twice
       } else if (silent > hung_after) {
         out.push_back(hung_note(s, "rank " + std::to_string(s.rank.value()) + " made no progress for " +
-                                       format_duration(silent)));
+                                       format_duration(silent),
+                                reports));
         out.push_back(kill_rank{s.rank, s.node, 9});
         r.last_progress = now;  // its exit drives the recovery; do not kill it twice
       }

@@ -198,6 +198,37 @@ void print_comparison(std::ostream& out, const std::vector<sim_result>& results)
   }
 }
 
+// What a failure costs each policy in this world, side by side: the assumptions behind the
+// figures above (docs/TRACES.md, "Policies").
+void print_assumptions(std::ostream& out, const model& m, const std::vector<policy_kind>& policies, std::uint32_t world) {
+  std::vector<std::vector<assumption>> rows;
+  for (auto p : policies)
+    rows.push_back(assumptions(m, p, world));
+  out << "assumed, per failure at " << with_commas(world) << " ranks";
+  for (auto p : policies)
+    out << (p == policies.front() ? " (" : "; ") << to_string(p);
+  out << "):\n";
+  std::map<std::string, std::vector<std::string>> by_what;
+  std::vector<std::string> order;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (const auto& a : rows[i]) {
+      auto& v = by_what[a.what];
+      if (v.empty())
+        order.push_back(a.what);
+      v.resize(rows.size(), "-");
+      v[i] = a.value;
+    }
+  for (const auto& what : order) {
+    char line[400];
+    const auto& v = by_what[what];
+    if (v.size() == 1)
+      std::snprintf(line, sizeof line, "  %-34s %s\n", what.c_str(), v[0].c_str());
+    else
+      std::snprintf(line, sizeof line, "  %-34s %-32s %s\n", what.c_str(), v[0].c_str(), v[1].c_str());
+    out << line;
+  }
+}
+
 // The numeric value of a model key's text, for plotting: seconds, bytes, bytes per second, count.
 double numeric(const model& m, const std::string& key) {
   const auto text = model_value(m, key);
@@ -484,8 +515,13 @@ int simulate_command(const simulate_options& o, std::ostream& out, std::ostream&
       return exit_failure;
     }
     doc["results"] = ordered_json::array();
-    for (const auto& [r, elapsed] : *results)
-      doc["results"].push_back(result_json(r, elapsed));
+    for (const auto& [r, elapsed] : *results) {
+      auto j = result_json(r, elapsed);
+      j["assumptions"] = ordered_json::object();
+      for (const auto& a : assumptions(m, r.policy, cluster.world()))
+        j["assumptions"][a.what] = a.value;
+      doc["results"].push_back(std::move(j));
+    }
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     doc["elapsed_s"] = total;
     if (o.json) {
@@ -503,6 +539,7 @@ int simulate_command(const simulate_options& o, std::ostream& out, std::ostream&
         rs.push_back(r);
       print_comparison(out, rs);
     }
+    print_assumptions(out, m, policies, cluster.world());
     out << "simulated in " << fixed(total, 2) << " s\n";
     return exit_ok;
   }

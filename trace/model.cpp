@@ -48,7 +48,7 @@ constexpr key_def c32(std::string_view n, std::uint32_t model::*m) {
   return {n, value_type::count32, nullptr, nullptr, nullptr, m, 0};
 }
 
-constexpr std::array<key_def, 28> keys{{
+constexpr std::array<key_def, 34> keys{{
     dur("step_time", &model::step_time, 1),
     {"compute_share", value_type::share, nullptr, nullptr, &model::compute_share, nullptr, 0},
     siz("state_size", &model::state_size, 1),
@@ -58,6 +58,12 @@ constexpr std::array<key_def, 28> keys{{
     cnt("persist_every", &model::persist_every, 0),
     dur("persist_stall", &model::persist_stall, 0),
     cnt("checkpoint_every", &model::checkpoint_every, 1),
+    dur("restart_all_exit_detection", &model::restart_all_exit_detection, 0),
+    dur("restart_all_hang_detection", &model::restart_all_hang_detection, 1),
+    dur("restart_all_process_start", &model::restart_all_process_start, 0),
+    dur("restart_all_rendezvous", &model::restart_all_rendezvous, 0),
+    dur("restart_all_rendezvous_per_rank", &model::restart_all_rendezvous_per_rank, 0),
+    bw("storage_bandwidth", &model::storage_bandwidth),
     dur("process_start", &model::process_start, 0),
     dur("rendezvous", &model::rendezvous, 0),
     bw("memory_bandwidth", &model::memory_bandwidth),
@@ -225,6 +231,9 @@ status validate(const model& m) {
     return status{errc::invalid_argument, "hang_timeout (" + duration_to_string(m.hang_timeout) +
                                               ") must exceed step_time (" + duration_to_string(m.step_time) +
                                               "), or the supervisor takes every step for a hang"};
+  if (m.restart_all_hang_detection <= m.step_time)
+    return status{errc::invalid_argument, "restart_all_hang_detection (" + duration_to_string(m.restart_all_hang_detection) +
+                                              ") must exceed step_time (" + duration_to_string(m.step_time) + ")"};
   if (m.backoff_max < m.backoff)
     return status{errc::invalid_argument, "backoff_max (" + duration_to_string(m.backoff_max) + ") is shorter than backoff (" +
                                               duration_to_string(m.backoff) + ")"};

@@ -46,6 +46,26 @@ struct model {
   /// Steps between checkpoints. Default: 100 (the in-place policy's persist interval).
   std::uint64_t checkpoint_every = 100;
 
+  // ---- restart-everything policy: its own detection and restart (docs/TRACES.md, "Policies")
+  /// From a process's exit to the restart of every process: the launcher's poll of its workers
+  /// (torchrun's --monitor_interval). Default: 5s.
+  nanoseconds restart_all_exit_detection = std::chrono::seconds{5};
+  /// From a hang, or a node's loss, to the restart: the survivors' collective times out (the
+  /// NCCL watchdog of PyTorch's process group). Default: 10min.
+  nanoseconds restart_all_hang_detection = std::chrono::minutes{10};
+  /// A new process until it joins: interpreter and framework imports, device context, model
+  /// build, with every process of the job starting at once. Default: 60s.
+  nanoseconds restart_all_process_start = std::chrono::seconds{60};
+  /// Communicator initialisation of a fresh job: a fixed part plus a part per rank (a rendezvous
+  /// store every rank contacts, then the communicator's bootstrap). Defaults: 10s and 5ms.
+  nanoseconds restart_all_rendezvous = std::chrono::seconds{10};
+  nanoseconds restart_all_rendezvous_per_rank = std::chrono::milliseconds{5};
+
+  // ---- shared storage
+  /// Read bandwidth of the shared checkpoint storage for the whole job, bytes per second: a
+  /// restore from disk reads at most this over all ranks. Default: 2e12 (2 TB/s).
+  double storage_bandwidth = 2e12;
+
   // ---- recovery
   /// From spawning a worker process to its registration (imports, device and communicator
   /// context). Default: 20s.

@@ -14,6 +14,7 @@
 #include "policy/supervisor_policy.hpp"
 #include "common/check.hpp"
 #include "common/clock.hpp"
+#include "common/text.hpp"
 #include "trace/custody_model.hpp"
 
 namespace rekindle::trace {
@@ -44,6 +45,7 @@ enum class ev_type : unsigned char {
   ranks_ready,
   training_start,
   collective_timeout,
+  exit_seen,
 };
 
 struct queued {
@@ -769,6 +771,13 @@ class simulator {
         if (policy_.epoch().value() == q.b && policy_.state() == policy::job_state::running && phase_ == phase::rendezvous)
           begin_training();
         break;
+      case ev_type::exit_seen:
+        while (!unseen_exits_.empty() && unseen_exits_.front().first <= now_) {
+          failures_.push_back(std::move(unseen_exits_.front().second));
+          unseen_exits_.pop_front();
+        }
+        apply({});
+        break;
       case ev_type::collective_timeout:
         if (q.b == stall_token_ && stall_.active && policy_.state() == policy::job_state::running) {
           stall_.collective_failed = true;
@@ -856,6 +865,7 @@ class simulator {
     switch (f.kind) {
       case fault_kind::kill:
       case fault_kind::crash: {
+        const auto queued_failures = failures_.size();
         const std::string why = f.kind == fault_kind::kill ? "killed by signal " + std::to_string(f.signal)
                                                            : "exited with code " + std::to_string(f.exit_code);
         if (f.target.kind == fault_target::type::rank) {
@@ -877,6 +887,14 @@ class simulator {
         }
         if (hit) {
           interrupt();
+          if (const auto delay = exit_detection(); delay > 0) {
+            // Training stops now (the others wait in the collective); the launcher sees the exit
+            // at its next poll.
+            for (auto i = queued_failures; i < failures_.size(); ++i)
+              unseen_exits_.emplace_back(add(now_, delay), std::move(failures_[i]));
+            failures_.erase(failures_.begin() + static_cast<std::ptrdiff_t>(queued_failures), failures_.end());
+            push(add(now_, delay), ev_type::exit_seen);
+          }
           apply({});
         }
         break;
@@ -1073,6 +1091,14 @@ class simulator {
     std::string why;
   };
 
+  // How long a process's exit takes to reach the policy: at once for the in-place policy (the
+  // agent's waitpid), the launcher's poll for restart-everything.
+  [[nodiscard]] std::int64_t exit_detection() const {
+    return kind_ == policy_kind::restart_all ? m_.restart_all_exit_detection.count() : 0;
+  }
+  // Exits not yet seen, with the time they are.
+  std::deque<std::pair<std::int64_t, rank_failure>> unseen_exits_;
+
   const fault_trace& trace_;
   cluster_shape cluster_;
   const model& m_;
@@ -1165,9 +1191,59 @@ double sim_result::lost_to_recovery() const noexcept {
 
 double sim_result::lost_to_snapshots() const noexcept { return lost_in(lost::snapshots) + lost_in(lost::checkpoints); }
 
-expected<sim_result> simulate(const fault_trace& t, const cluster_shape& cluster, const model& m, policy_kind p) {
-  if (auto st = validate(m); !st.ok())
+model policy_model(const model& m, policy_kind p, std::uint32_t world) {
+  model out = m;
+  const double ranks = std::max<std::uint32_t>(world, 1);
+  out.disk_bandwidth = std::min(m.disk_bandwidth, m.storage_bandwidth / ranks);
+  if (p == policy_kind::restart_all) {
+    // No supervisor watches the nodes: a lost node, like a hang, is found when the survivors'
+    // collective times out; every process starts anew, and the fresh job's communicator is
+    // initialised from a store every rank contacts.
+    out.node_timeout = m.restart_all_hang_detection;
+    out.collective_timeout = m.restart_all_hang_detection;
+    out.hang_timeout = m.restart_all_hang_detection;
+    out.process_start = m.restart_all_process_start;
+    // The launcher waits for its processes to start before it counts the rendezvous's time.
+    out.rendezvous_timeout = m.restart_all_process_start + m.rendezvous_timeout;
+    out.rendezvous = m.restart_all_rendezvous + std::chrono::nanoseconds{static_cast<std::int64_t>(
+                                                    std::llround(static_cast<double>(m.restart_all_rendezvous_per_rank.count()) * ranks))};
+  }
+  return out;
+}
+
+std::vector<assumption> assumptions(const model& m, policy_kind p, std::uint32_t world) {
+  const auto pm = policy_model(m, p, world);
+  const auto d = [](std::chrono::nanoseconds x) { return format_duration(x); };
+  const auto read = [&](double bandwidth) {
+    return d(std::chrono::nanoseconds{seconds_to_ns(static_cast<double>(pm.state_size) / bandwidth)});
+  };
+  const bool ra = p == policy_kind::restart_all;
+  std::vector<assumption> out;
+  out.push_back({"a process exit, found after", ra ? d(m.restart_all_exit_detection) + " (the launcher's poll)" : "at once (waitpid)"});
+  out.push_back({"a lost node, found after", d(pm.node_timeout) + (ra ? " (the collective timeout)" : " (heartbeats)")});
+  // The policy's rule for a silent rank: the others' collectives time out, then a quarter of the
+  // hang timeout without progress.
+  out.push_back({"a hang, found after", d(pm.collective_timeout + pm.hang_timeout / 4)});
+  out.push_back({"processes started", (ra ? std::string{"every rank's, "} : std::string{"the failed ranks', "}) + d(pm.process_start)});
+  std::string rendezvous = d(pm.rendezvous);
+  if (ra)
+    rendezvous += " (" + d(m.restart_all_rendezvous) + " + " + d(m.restart_all_rendezvous_per_rank) + " × " + with_commas(world) + " ranks)";
+  out.push_back({"communicator ready after", rendezvous});
+  if (!ra)
+    out.push_back({"state read from memory / a buddy", read(pm.memory_bandwidth) + " / " + read(pm.buddy_bandwidth)});
+  out.push_back({"state read from disk", read(pm.disk_bandwidth) + " (" + format_bytes(pm.disk_bandwidth) + "/s per rank)"});
+  if (ra)
+    out.push_back({"checkpoint stall", d(std::chrono::nanoseconds{seconds_to_ns(static_cast<double>(pm.state_size) / pm.persist_bandwidth)}) +
+                                           " every " + with_commas(pm.checkpoint_every) + " steps"});
+  else
+    out.push_back({"snapshot stall", d(pm.snapshot_stall) + " every " + with_commas(pm.snapshot_every) + " steps"});
+  return out;
+}
+
+expected<sim_result> simulate(const fault_trace& t, const cluster_shape& cluster, const model& given, policy_kind p) {
+  if (auto st = validate(given); !st.ok())
     return st;
+  const auto m = policy_model(given, p, cluster.world());
   if (cluster.world() == 0)
     return status{errc::invalid_argument, "the cluster has no ranks to train with"};
   std::int64_t horizon = 0;
@@ -1188,6 +1264,15 @@ expected<sim_result> simulate(const fault_trace& t, const cluster_shape& cluster
       return status{errc::invalid_argument,
                     "the trace has no duration and no timed events: set the header's duration, or the model's horizon or steps"};
   }
+  // Simulated training costs ~100 ns a step: a bound on the steps bounds every replay's time
+  // (a trace covers at most max_trace_seconds, but a step may be as short as a nanosecond).
+  const double steps = static_cast<double>(horizon) / static_cast<double>(m.step_time.count());
+  if (steps > max_simulated_steps && (m.steps == 0 || static_cast<double>(m.steps) > max_simulated_steps))
+    return status{errc::out_of_range, "step_time: " + duration_to_string(m.step_time) + " steps over " +
+                                          format_duration(std::chrono::nanoseconds{horizon}) + " are " +
+                                          std::to_string(static_cast<std::uint64_t>(steps)) + " steps; a simulation runs at most " +
+                                          with_commas(static_cast<std::uint64_t>(max_simulated_steps)) +
+                                          " (a longer step_time, a shorter horizon or steps)"};
   auto c = cluster;
   c.add_spares(m.spares);
   simulator sim{t, std::move(c), m, p, horizon};

@@ -30,6 +30,27 @@ std::string_view describe(policy_kind p) noexcept;
 /// "in-place" / "restart-all".
 std::string_view to_string(policy_kind p) noexcept;
 
+/// The most training steps one simulation runs (its duration over the step time), so that every
+/// replay ends in bounded time: about two minutes of simulated training here.
+inline constexpr double max_simulated_steps = 1e9;
+
+/// The model policy `p` runs with in a world of `world` ranks: the restart-everything policy takes
+/// its own detection and restart costs (the `restart_all_*` keys: the launcher's poll for a process
+/// exit, the collective timeout for a hang or a lost node, every process started, a communicator
+/// initialised that grows with the world); both read a checkpoint at most at the storage's
+/// bandwidth shared by the world's ranks (`storage_bandwidth`). The one place those rules live.
+model policy_model(const model& m, policy_kind p, std::uint32_t world);
+
+/// One assumption of a policy's cost model, printed beside its results: what, and its value in
+/// this world ("a node lost, found after" / "10 min").
+struct assumption {
+  std::string what;
+  std::string value;
+};
+/// What one failure costs policy `p` in a world of `world` ranks under `m`, row by row; the rows
+/// are the same for both policies, so they can be printed side by side.
+std::vector<assumption> assumptions(const model& m, policy_kind p, std::uint32_t world);
+
 /// Where the wall time went. Every simulated second is in exactly one of `useful` and these.
 enum class lost : unsigned char {
   /// From a fault stopping training to the supervisor's new epoch.

@@ -381,6 +381,11 @@ class reader {
       std::string what = e.what();
       if (auto bracket = what.find("] "); bracket != std::string::npos)
         what = what.substr(bracket + 2);
+      if (auto where = json_number_out_of_range(text)) {
+        errors_.push_back(diagnostic{source_, line_, 0, where->key,
+                                     where->number + " is out of the range of a number (at most about 1.8e308)"});
+        return std::nullopt;
+      }
       errors_.push_back(diagnostic{source_, line_, 0, "", "malformed JSON: " + what});
       return std::nullopt;
     }

@@ -60,5 +60,29 @@ TEST(hang_verdict, without_a_collective_to_wait_in_it_says_so) {
   EXPECT_TRUE(v.missing.empty());
 }
 
+TEST(hang_verdict, a_whole_world_is_named_in_ranges_and_bounded) {
+  std::vector<rank_report> ranks;
+  for (std::uint32_t r = 0; r < 16384; ++r)
+    ranks.push_back({rank_id{r}, r == 7 ? at(3, collective_phase::done, 1s) : at(4, collective_phase::inside, 9s)});
+  const auto v = judge_hang(ranks, rank_id{7});
+  EXPECT_EQ(v.missing, (std::vector<rank_id>{rank_id{7}}));
+  EXPECT_EQ(v.waiting.size(), 16383u);
+  const auto f = v.fields();
+  std::map<std::string, std::string> m(f.begin(), f.end());
+  EXPECT_EQ(m.at("waiting"), "0-6,8-16383");
+  EXPECT_NE(v.text.find("ranks 0-6, 8-16383 waited in collective #4"), std::string::npos) << v.text;
+  // Scattered ranks: 24 items, then how many more.
+  std::vector<rank_report> odd;
+  for (std::uint32_t r = 0; r < 200; ++r)
+    odd.push_back({rank_id{r}, r % 2 == 0 ? std::optional<collective_position>{at(4, collective_phase::inside, 9s)} : std::nullopt});
+  const auto o = judge_hang(odd, rank_id{1});
+  std::map<std::string, std::string> om;
+  for (auto& [k, val] : o.fields())
+    om[k] = val;
+  EXPECT_EQ(om.at("unknown").substr(0, 9), "1,3,5,7,9");
+  EXPECT_NE(om.at("unknown").find(",47,and 76 more"), std::string::npos) << om.at("unknown");
+  EXPECT_LT(o.text.size(), 600u) << o.text;
+}
+
 }  // namespace
 }  // namespace rekindle::policy

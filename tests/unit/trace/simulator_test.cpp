@@ -35,6 +35,13 @@ model simple_model() {
   m.tick = 100ms;
   m.rendezvous_timeout = 30s;
   m.regrow_below = 0;
+  // The restart-everything policy with the same costs, unless a test gives it its own.
+  m.restart_all_exit_detection = 0s;
+  m.restart_all_hang_detection = 5s;
+  m.restart_all_process_start = 3s;
+  m.restart_all_rendezvous = 2s;
+  m.restart_all_rendezvous_per_rank = 0s;
+  m.storage_bandwidth = 1e15;
   return m;
 }
 
@@ -219,6 +226,61 @@ TEST(simulator, restart_everything_restores_the_newest_disk_checkpoint) {
   EXPECT_EQ(r.lost_in(lost::snapshots), 0);
   EXPECT_GT(r.lost_in(lost::checkpoints), 90);
   EXPECT_NEAR(accounted(r), r.wall, 1e-6);
+}
+
+TEST(simulator, restart_everything_has_its_own_detection_and_restart_costs) {
+  auto cluster = cluster_shape::compact(4, 2);
+  auto m = simple_model();
+  m.restart_all_exit_detection = 5s;
+  m.restart_all_hang_detection = 600s;
+  m.restart_all_process_start = 60s;
+  m.restart_all_rendezvous = 10s;
+  m.restart_all_rendezvous_per_rank = 500ms;
+  // 8 ranks share 1 GiB/s of storage: 128 MiB/s each, below the 256 MiB/s a rank reads alone.
+  m.storage_bandwidth = double(std::uint64_t{1} << 30);
+  const auto crash = run(trace_of(2000, {at(105.25, fault_kind::crash, fault_target::of_rank(3))}), *cluster, m,
+                         policy_kind::restart_all);
+  EXPECT_EQ(crash.restores_disk, 1u);
+  EXPECT_NEAR(crash.lost_in(lost::detection), 5, 1e-9) << "the launcher's poll";
+  EXPECT_NEAR(crash.lost_in(lost::restart), 60, 1e-9) << "every process starts anew";
+  EXPECT_NEAR(crash.lost_in(lost::rendezvous), 10 + 0.5 * 8, 1e-9) << "a fixed part and a part per rank";
+  EXPECT_NEAR(crash.lost_in(lost::restore), 8, 1e-9) << "1 GiB per rank at 1 GiB/s shared by 8 ranks";
+  EXPECT_NEAR(accounted(crash), crash.wall, 1e-6);
+  // A lost node is found when the survivors' collective times out, not by heartbeats.
+  const auto lost_node = run(trace_of(2000, {at(105.25, fault_kind::node_down, fault_target::of_node("n1"))}), *cluster, m,
+                             policy_kind::restart_all);
+  EXPECT_NEAR(lost_node.lost_in(lost::detection), 600 + 0.1, 0.1 + 1e-9);
+  // The in-place policy keeps its own: the exit at once, only the failed rank started, and its
+  // state from memory; the storage bound applies to both, the rest of restart_all_* to neither.
+  const auto in_place = run(trace_of(2000, {at(105.25, fault_kind::crash, fault_target::of_rank(3))}), *cluster, m);
+  EXPECT_NEAR(in_place.lost_in(lost::detection), 0, 1e-9);
+  EXPECT_NEAR(in_place.lost_in(lost::restart), 3, 1e-9);
+  EXPECT_NEAR(in_place.lost_in(lost::rendezvous), 2, 1e-9);
+  const auto pm = policy_model(m, policy_kind::in_place, 8);
+  EXPECT_DOUBLE_EQ(pm.disk_bandwidth, double(std::uint64_t{1} << 27));
+  // The assumptions printed beside the results say the same.
+  const auto ra = assumptions(m, policy_kind::restart_all, 8);
+  const auto row = [&](const std::string& what) {
+    for (const auto& a : ra)
+      if (a.what == what)
+        return a.value;
+    return std::string{"(none)"};
+  };
+  EXPECT_EQ(row("a process exit, found after"), "5.00 s (the launcher's poll)");
+  EXPECT_EQ(row("a lost node, found after"), "10 min 00 s (the collective timeout)");
+  EXPECT_EQ(row("communicator ready after").substr(0, 7), "14.00 s");
+  EXPECT_EQ(row("state read from disk").substr(0, 6), "8.00 s");
+}
+
+TEST(simulator, every_replay_ends_in_bounded_time) {
+  auto cluster = cluster_shape::compact(4, 2);
+  auto m = simple_model();
+  m.step_time = 1ns;
+  m.hang_timeout = 10s;
+  auto r = simulate(trace_of(1e9), *cluster, m, policy_kind::in_place);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("step_time: 1ns steps over"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().message().find("at most 1,000,000,000"), std::string::npos) << r.error();
 }
 
 TEST(simulator, in_place_beats_restart_everything_on_the_same_trace) {

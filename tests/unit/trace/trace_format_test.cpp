@@ -87,10 +87,10 @@ TEST(trace_format, malformed_line_names_line_and_column) {
   EXPECT_TRUE(has_error(e, "t.jsonl:3:11: malformed JSON: ")) << e[0];
 }
 
-TEST(trace_format, a_number_out_of_range_is_malformed_json) {
+TEST(trace_format, a_number_out_of_range_is_an_error_naming_its_field) {
   auto e = errors_of(std::string{header} + "{\"at\": 1e999, \"kind\": \"kill\", \"rank\": 0}\n");
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_TRUE(has_error(e, "t.jsonl:2: malformed JSON: number overflow parsing '1e999'"));
+  EXPECT_TRUE(has_error(e, "t.jsonl:2: at: 1e999 is out of the range of a number")) << e[0];
 }
 
 TEST(trace_format, a_line_that_is_not_an_object) {
@@ -286,6 +286,17 @@ TEST(trace_format, deep_nesting_and_times_past_the_limit_are_errors_not_crashes_
   ASSERT_FALSE(repair.ok());
   EXPECT_EQ(repair.errors[0].field, "repair");
   EXPECT_TRUE(parse(std::string{header} + "{\"at\": 999999999, \"kind\": \"kill\", \"rank\": 0}\n", "t.jsonl").ok());
+  // A number no double holds: the error names the field it was given for.
+  auto huge = parse(std::string{header} + "{\"at\": 1, \"kind\": \"slow\", \"rank\": 0, \"factor\": 1e400}\n", "t.jsonl");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.errors[0].field, "factor") << huge.error_text();
+  EXPECT_NE(huge.errors[0].message.find("1e400 is out of the range"), std::string::npos) << huge.error_text();
+  auto nested = parse(std::string{header} + "{\"at\": 1, \"kind\": \"kill\", \"rank\": 0, \"x-a\": {\"b\": [1, -2e999]}}\n", "t.jsonl");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_EQ(nested.errors[0].field, "b") << nested.error_text();
+  auto head = parse("{\"rekindle_trace\": 1, \"duration\": 1e400}\n", "t.jsonl");
+  ASSERT_FALSE(head.ok());
+  EXPECT_EQ(head.errors[0].field, "duration") << head.error_text();
 }
 
 TEST(trace_format, check_targets_of_a_trace_made_in_memory) {
