@@ -376,7 +376,7 @@ void read_nodes(context& ctx, const toml::table& root, spec& s) {
   if (ctx.known != nullptr && n == nullptr) {
     // known_fields() walks a config without nodes; list a node's fields anyway.
     table_reader r{ctx, nullptr, "nodes", "nodes", detail::file_start()};
-    for (auto key : {"name", "host", "port", "devices", "spare", "speed"})
+    for (auto key : {"name", "host", "port", "devices", "spare", "speed", "domain"})
       (void)r.get(key);
     return;
   }
@@ -445,6 +445,9 @@ void read_nodes(context& ctx, const toml::table& root, spec& s) {
     }
     node.spare = r.boolean("spare", node.spare);
     node.speed = r.number("speed", node.speed, 0.01, 100.0);
+    node.domain = r.string("domain", node.domain);
+    if (!node.domain.empty() && !valid_name(node.domain))
+      r.error("domain", "'" + node.domain + "' is not a valid domain name: use 1-64 letters, digits, '-', '_' or '.'");
     r.finish();
 
     const auto line = static_cast<std::uint32_t>(r.where("name").begin.line);
@@ -900,6 +903,8 @@ std::string to_toml(const spec& s) {
     }
     o << "spare = " << (n.spare ? "true" : "false") << "\n"
       << "speed = " << toml_float(n.speed) << "\n";
+    if (!n.domain.empty())
+      o << "domain = " << quote(n.domain) << "\n";
   }
   o << "\n[job]\n"
     << "name = " << quote(s.job.name) << "\n"

@@ -44,6 +44,11 @@ struct node_spec {
   bool spare = false;
   /// Relative speed of this node's ranks for data-parallel shares (1 = nominal). Default: 1.
   double speed = 1.0;
+  /// The failure domain it shares with its neighbours (a rack, a switch, a power feed), e.g.
+  /// "rack3": a node's buddy, which keeps its snapshot replicas, is chosen in another domain when
+  /// one is usable, so one switch or power failure does not take both copies. Default: "" (no
+  /// domain: every node its own).
+  std::string domain;
 
   bool operator==(const node_spec&) const = default;
 };

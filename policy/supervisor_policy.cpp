@@ -1,6 +1,7 @@
 #include "policy/supervisor_policy.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "common/check.hpp"
 #include "common/text.hpp"
@@ -31,7 +32,7 @@ bool active(job_state s) { return s == job_state::rendezvous || s == job_state::
 policy_config policy_config_of(const config::spec& s) {
   policy_config c;
   for (std::uint32_t n = 0; n < s.nodes.size(); ++n)
-    c.nodes.push_back({s.nodes[n].name, s.ranks_on(node_id{n}), s.nodes[n].spare});
+    c.nodes.push_back({s.nodes[n].name, s.ranks_on(node_id{n}), s.nodes[n].spare, s.nodes[n].domain});
   c.total_steps = s.job.steps;
   c.snapshot_every = s.checkpoint.snapshot_every;
   c.hang_timeout = s.timeouts.hang;
@@ -83,27 +84,67 @@ bool supervisor_policy::placeable(std::size_t n) const {
   return node.up && !node.drained && !(node.verdict && !node.verdict->passed) && (!config_.preflight || node.figures);
 }
 
-std::optional<node_id> supervisor_policy::free_spare(const std::vector<rank_slot>& placement) const {
-  for (std::uint32_t n = 0; n < config_.nodes.size(); ++n) {
-    if (!config_.nodes[n].spare || !placeable(n))
-      continue;
-    const bool used = std::any_of(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.node.value() == n; });
-    if (!used)
-      return node_id{n};
-  }
-  return std::nullopt;
+std::optional<node_id> supervisor_policy::free_spare(const std::vector<rank_slot>& placement, std::uint32_t ranks,
+                                                     std::optional<node_id> lost) const {
+  std::vector<std::uint8_t> used(config_.nodes.size(), 0);
+  for (const auto& s : placement)
+    if (s.node.value() < used.size())
+      used[s.node.value()] = 1;
+  const auto& lost_domain = lost && lost->value() < config_.nodes.size() ? config_.nodes[lost->value()].domain : std::string{};
+  std::optional<node_id> same_domain;
+  // Spares first, then worker nodes back in the pool.
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::uint32_t n = 0; n < config_.nodes.size(); ++n) {
+      const auto& c = config_.nodes[n];
+      if (c.spare != (pass == 0) || used[n] || !placeable(n) || (!c.spare && c.ranks < ranks))
+        continue;
+      if (lost_domain.empty() || c.domain != lost_domain)
+        return node_id{n};
+      if (!same_domain)
+        same_domain = node_id{n};
+    }
+  return same_domain;
 }
 
 std::vector<std::optional<node_id>> supervisor_policy::buddies() const {
-  // The next usable node in node order, wrapping around: each node's replicas on another node.
-  const auto usable = [&](std::size_t n) { return placeable(n); };
+  // The usable nodes grouped by failure domain, the domains in the order their first usable node
+  // comes; a node without a domain (or every node, with the rule off) is a domain of its own.
+  // A node's buddy is the node at its own position (modulo) among the next domain's: rack-mates
+  // spread their replicas over the next rack's nodes instead of all on its first. Without
+  // domains this is the next usable node in node order, wrapping around.
   std::vector<std::optional<node_id>> out(nodes_.size());
-  for (std::size_t n = 0; n < nodes_.size(); ++n)
-    for (std::size_t k = 1; k < nodes_.size() && usable(n); ++k)
-      if (const auto b = (n + k) % nodes_.size(); usable(b)) {
-        out[n] = node_id{static_cast<std::uint32_t>(b)};
-        break;
+  std::vector<std::vector<std::uint32_t>> domains;
+  std::vector<std::pair<std::size_t, std::size_t>> where(nodes_.size());  // (domain, position)
+  std::unordered_map<std::string_view, std::size_t> index;
+  for (std::uint32_t n = 0; n < nodes_.size(); ++n) {
+    if (!placeable(n))
+      continue;
+    const auto& name = n < config_.nodes.size() && config_.buddy_across_domains ? config_.nodes[n].domain : std::string{};
+    std::size_t d = domains.size();
+    if (!name.empty()) {
+      const auto [it, fresh] = index.try_emplace(std::string_view{name}, domains.size());
+      d = it->second;
+      if (!fresh) {
+        where[n] = {d, domains[d].size()};
+        domains[d].push_back(n);
+        continue;
       }
+    }
+    where[n] = {d, 0};
+    domains.push_back({n});
+  }
+  for (std::uint32_t n = 0; n < nodes_.size(); ++n) {
+    if (!placeable(n))
+      continue;
+    const auto [d, i] = where[n];
+    if (domains.size() > 1) {
+      const auto& next = domains[(d + 1) % domains.size()];
+      out[n] = node_id{next[i % next.size()]};
+    } else if (domains[d].size() > 1) {
+      // One domain holds every usable node: the next of them.
+      out[n] = node_id{domains[d][(i + 1) % domains[d].size()]};
+    }
+  }
   return out;
 }
 
@@ -347,7 +388,8 @@ std::vector<policy_action> supervisor_policy::on_node_lost(node_id n, const std:
 
 supervisor_policy::placement_change supervisor_policy::placement_without(node_id n, const std::vector<rank_slot>& placement) const {
   placement_change out;
-  if (auto spare = free_spare(placement)) {
+  const auto moving = static_cast<std::uint32_t>(std::count_if(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.node == n; }));
+  if (auto spare = free_spare(placement, moving, n)) {
     // Its ranks move to a free spare with their rank numbers.
     std::uint32_t local = 0;
     for (auto s : placement) {

@@ -27,8 +27,13 @@ struct policy_config {
     /// Ranks it runs in the initial placement (0 for a spare).
     std::uint32_t ranks = 0;
     bool spare = false;
+    /// Its failure domain (rack, switch, power feed); "" is a domain of its own.
+    std::string domain;
   };
   std::vector<node> nodes;
+  /// Whether a node's buddy is chosen in another failure domain (buddies()). Off: the next
+  /// usable node in node order, whatever its domain (to see what the rule is worth).
+  bool buddy_across_domains = true;
   /// Optimizer steps of the job.
   std::uint64_t total_steps = 0;
   /// Steps between in-memory snapshots.
@@ -335,8 +340,12 @@ class supervisor_policy {
                  const std::string& why);
   std::vector<rank_slot> initial_placement() const;
   void maybe_leave_waiting(std::vector<policy_action>& out);
-  /// A spare that is up, placeable and holds no rank of `placement`.
-  std::optional<node_id> free_spare(const std::vector<rank_slot>& placement) const;
+  /// A node that can take `ranks` ranks of a lost node: a spare that is up, placeable and holds no
+  /// rank of `placement`, else a worker node in the same state (repaired, its ranks moved away:
+  /// it is back in the pool) with room for them. The spare in another failure domain than
+  /// `lost` comes first, so the moved ranks do not share the lost node's rack.
+  std::optional<node_id> free_spare(const std::vector<rank_slot>& placement, std::uint32_t ranks = 1,
+                                    std::optional<node_id> lost = std::nullopt) const;
   /// Up, not drained, not quarantined and (with preflight) checked: may hold ranks and replicas.
   [[nodiscard]] bool placeable(std::size_t n) const;
   /// Judges node n's latest figures against the fleet's and records the verdict, with its event

@@ -13,12 +13,13 @@ cluster_shape cluster_shape::from_spec(const config::spec& s) {
   for (std::size_t i = 0; i < s.nodes.size(); ++i) {
     const auto& n = s.nodes[i];
     const auto width = n.devices.empty() ? s.cluster.ranks_per_node : static_cast<std::uint32_t>(n.devices.size());
-    out.add_node({n.name, width, n.spare});
+    out.add_node({n.name, width, n.spare, n.domain});
   }
   return out;
 }
 
-expected<cluster_shape> cluster_shape::compact(std::uint32_t nodes, std::uint32_t ranks_per_node, std::uint32_t spares) {
+expected<cluster_shape> cluster_shape::compact(std::uint32_t nodes, std::uint32_t ranks_per_node, std::uint32_t spares,
+                                              std::uint32_t rack_size) {
   if (nodes == 0)
     return status{errc::invalid_argument, "--nodes must be at least 1"};
   if (ranks_per_node == 0 || ranks_per_node > 1024)
@@ -30,10 +31,13 @@ expected<cluster_shape> cluster_shape::compact(std::uint32_t nodes, std::uint32_
                                               " ranks; at most 16,777,216 are supported"};
   if (spares > 65536)
     return status{errc::invalid_argument, "at most 65,536 spare nodes, got " + with_commas(spares)};
+  if (rack_size > nodes)
+    return status{errc::invalid_argument, "--rack-size " + with_commas(rack_size) + " is more than the " + with_commas(nodes) + " nodes"};
   cluster_shape out;
+  out.rack_size_ = rack_size;
   out.nodes_.reserve(std::size_t{nodes} + spares);
   for (std::uint32_t i = 0; i < nodes; ++i)
-    out.add_node({"n" + std::to_string(i), ranks_per_node, false});
+    out.add_node({"n" + std::to_string(i), ranks_per_node, false, rack_size > 0 ? "rack" + std::to_string(i / rack_size) : ""});
   out.add_spares(spares);
   return out;
 }
@@ -53,8 +57,17 @@ void cluster_shape::add_spares(std::uint32_t count) {
     do
       name = "spare" + std::to_string(next++);
     while (by_name_.contains(name));
-    add_node({std::move(name), width, true});
+    const auto index = static_cast<std::uint32_t>(nodes_.size());
+    add_node({std::move(name), width, true, rack_size_ > 0 ? "rack" + std::to_string(index / rack_size_) : ""});
   }
+}
+
+std::uint32_t cluster_shape::domains() const {
+  std::unordered_map<std::string_view, int> seen;
+  for (const auto& n : nodes_)
+    if (!n.domain.empty())
+      seen.emplace(n.domain, 0);
+  return static_cast<std::uint32_t>(seen.size());
 }
 
 std::optional<std::uint32_t> cluster_shape::find(std::string_view name) const {
@@ -108,6 +121,8 @@ std::string cluster_shape::describe() const {
   out += " (" + with_commas(world()) + " ranks";
   if (const auto s = spares(); s > 0)
     out += ", " + with_commas(s) + (s == 1 ? " spare" : " spares");
+  if (const auto d = domains(); d > 0)
+    out += ", " + with_commas(d) + (d == 1 ? " failure domain" : " failure domains");
   return out + ")";
 }
 

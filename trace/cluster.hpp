@@ -25,18 +25,28 @@ class cluster_shape {
     /// Ranks it runs in the initial placement; for a spare, the ranks it can take over.
     std::uint32_t ranks = 0;
     bool spare = false;
+    /// Its failure domain (rack, switch, power feed); "" is a domain of its own.
+    std::string domain;
   };
 
   cluster_shape() = default;
   /// The nodes of a validated configuration, in its order.
   static cluster_shape from_spec(const config::spec& s);
-  /// `nodes` nodes of `ranks_per_node` ranks each, then `spares` spare nodes of the same width.
-  static expected<cluster_shape> compact(std::uint32_t nodes, std::uint32_t ranks_per_node, std::uint32_t spares = 0);
+  /// `nodes` nodes of `ranks_per_node` ranks each, then `spares` spare nodes of the same width;
+  /// with `rack_size` > 0, nodes n0..n<rack_size-1> are in failure domain "rack0", the next
+  /// `rack_size` in "rack1", and so on (spares too, continuing the count).
+  static expected<cluster_shape> compact(std::uint32_t nodes, std::uint32_t ranks_per_node, std::uint32_t spares = 0,
+                                         std::uint32_t rack_size = 0);
 
   /// Appends a node. REQUIRES: no node has that name yet.
   void add_node(node n);
-  /// Appends `count` spare nodes as wide as the widest node, named "spare<i>" after the last one.
+  /// Appends `count` spare nodes as wide as the widest node, named "spare<i>" after the last one
+  /// (in the racks of the compact form, continuing its count, when it has them).
   void add_spares(std::uint32_t count);
+  /// Failure domains: how many distinct ones the nodes name, and the nodes per rack of the
+  /// compact form (0 when it has none).
+  [[nodiscard]] std::uint32_t domains() const;
+  [[nodiscard]] std::uint32_t rack_size() const noexcept { return rack_size_; }
 
   [[nodiscard]] const std::vector<node>& nodes() const noexcept { return nodes_; }
   /// Index of the node named `name`.
@@ -54,6 +64,7 @@ class cluster_shape {
  private:
   std::vector<node> nodes_;
   std::unordered_map<std::string, std::uint32_t> by_name_;
+  std::uint32_t rack_size_ = 0;
 };
 
 /// Reads the cluster of a rekindle configuration file; the error lists every problem in it

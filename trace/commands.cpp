@@ -248,13 +248,15 @@ expected<cluster_shape> resolve_cluster(const cluster_options& o) {
   if (!o.file.empty()) {
     if (o.nodes > 0 || o.ranks_per_node > 0)
       return status{errc::invalid_argument, "give either --cluster FILE or --nodes N --ranks-per-node K, not both"};
+    if (o.rack_size > 0)
+      return status{errc::invalid_argument, "--rack-size goes with --nodes; a cluster file names each node's domain"};
     return load_cluster(o.file);
   }
   if (o.nodes == 0 && o.ranks_per_node == 0)
     return status{errc::invalid_argument, "no cluster: give --cluster FILE (a rekindle configuration) or --nodes N --ranks-per-node K"};
   if (o.nodes == 0 || o.ranks_per_node == 0)
     return status{errc::invalid_argument, "--nodes and --ranks-per-node go together (e.g. --nodes 2048 --ranks-per-node 8)"};
-  return cluster_shape::compact(o.nodes, o.ranks_per_node);
+  return cluster_shape::compact(o.nodes, o.ranks_per_node, 0, o.rack_size);
 }
 
 int convert_command(const convert_options& o, std::ostream& out, std::ostream& err) {
@@ -294,7 +296,13 @@ int generate_command(const generate_command_options& o, std::ostream& out, std::
     print_status(err, "cannot use the cluster:", cluster.error());
     return exit_bad_input;
   }
+  if (o.spares > 65536) {
+    err << "rekindle: --spares: at most 65,536, got " << with_commas(o.spares) << "\n";
+    return exit_bad_input;
+  }
+  cluster->add_spares(o.spares);
   generate_options g;
+  g.domain_rate = o.domain_rate;
   g.rate = o.rate;
   g.days = o.days;
   g.seed = o.seed;

@@ -27,6 +27,8 @@ struct cluster_options {
   /// --nodes N --ranks-per-node K.
   std::uint32_t nodes = 0;
   std::uint32_t ranks_per_node = 0;
+  /// --rack-size R: nodes per failure domain in the compact form (0: none).
+  std::uint32_t rack_size = 0;
 };
 
 /// The cluster the options name; the error says what is missing or wrong (a configuration's
@@ -58,6 +60,10 @@ struct generate_command_options {
   std::string repair = "24h";
   /// Mean length of partitions, slow-downs and full disks. Default: "30m".
   std::string outage = "30m";
+  /// Spare nodes added to the cluster (named as simulate --spares names them): they fail too.
+  std::uint32_t spares = 0;
+  /// Whole-domain failures per failure domain per day. Default: 0.
+  double domain_rate = 0;
   std::string out;
 };
 int generate_command(const generate_command_options& o, std::ostream& out, std::ostream& err);

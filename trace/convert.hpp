@@ -96,11 +96,17 @@ struct generate_options {
   double repair_mean = 86400;
   /// Mean length of a partition, slow-down or full disk, seconds (exponential). Default: 30 min.
   double outage_mean = 1800;
+  /// Failures of a whole failure domain (a rack's switch or power feed) per domain per day: each
+  /// takes every node of one domain down at once (category "domain", the domain in "x-domain"),
+  /// repaired together after a draw of `repair_mean`. REQUIRES: >= 0; a cluster with domains when
+  /// > 0. Default: 0.
+  double domain_rate = 0;
 };
 
-/// A synthetic trace: faults arrive as a Poisson process of rate `rate` × world per day; each
-/// picks a category by weight and a target uniformly among the worker nodes or the initial
-/// world's ranks. The same options and cluster give the same trace, byte for byte, on every
+/// A synthetic trace: faults arrive as a Poisson process of rate `rate` × accelerators per day
+/// (the world's and the spares'); each picks a category by weight and a target uniformly among
+/// the nodes (spares fail too) or the initial world's ranks; whole-domain failures arrive as a
+/// second process (`domain_rate`). The same options and cluster give the same trace, byte for byte, on every
 /// platform (a 64-bit Mersenne Twister and own distributions).
 expected<fault_trace> generate(const cluster_shape& cluster, const generate_options& options);
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <sstream>
+#include <unordered_map>
 
 #include "common/text.hpp"
 #include "trace/cluster.hpp"
@@ -95,13 +96,36 @@ expected<fault_trace> generate(const cluster_shape& cluster, const generate_opti
     return status{errc::invalid_argument, "--days must be greater than 0 and at most 36500"};
   if (!(options.repair_mean > 0) || !(options.outage_mean > 0))
     return status{errc::invalid_argument, "--repair and --outage must be longer than 0"};
+  if (!(options.domain_rate >= 0) || !std::isfinite(options.domain_rate))
+    return status{errc::invalid_argument, "--domain-rate must be a number of failures per domain per day of at least 0"};
+  // Every machine fails: the worker nodes and the spares.
   std::vector<std::uint32_t> workers;
+  std::uint64_t accelerators = 0;
   for (std::uint32_t n = 0; n < cluster.nodes().size(); ++n)
-    if (!cluster.nodes()[n].spare && cluster.nodes()[n].ranks > 0)
+    if (cluster.nodes()[n].ranks > 0) {
       workers.push_back(n);
+      accelerators += cluster.nodes()[n].ranks;
+    }
   const auto world = cluster.world();
   if (workers.empty() || world == 0)
     return status{errc::invalid_argument, "the cluster has no worker nodes"};
+  // The failure domains, in the order they first appear, with their nodes.
+  std::vector<std::pair<std::string, std::vector<std::uint32_t>>> domains;
+  if (options.domain_rate > 0) {
+    std::unordered_map<std::string, std::size_t> index;
+    for (const auto n : workers) {
+      const auto& d = cluster.nodes()[n].domain;
+      if (d.empty())
+        continue;
+      const auto [it, fresh] = index.try_emplace(d, domains.size());
+      if (fresh)
+        domains.emplace_back(d, std::vector<std::uint32_t>{});
+      domains[it->second].second.push_back(n);
+    }
+    if (domains.empty())
+      return status{errc::invalid_argument,
+                    "--domain-rate needs failure domains: give --rack-size R, or a cluster file whose nodes name a domain"};
+  }
   auto mix = options.mix;
   if (mix.empty()) {
     auto parsed = parse_mix(default_mix);
@@ -125,14 +149,14 @@ expected<fault_trace> generate(const cluster_shape& cluster, const generate_opti
   }
   if (chosen.empty())
     return status{errc::invalid_argument, "--mix gives no category a positive weight"};
-  const double expected_faults = options.rate * world * options.days;
+  const double expected_faults = (options.rate * static_cast<double>(accelerators) + options.domain_rate * static_cast<double>(domains.size())) * options.days;
   if (expected_faults > 10'000'000)
     return status{errc::invalid_argument, "--rate × accelerators × --days is " + std::to_string(std::llround(expected_faults)) +
                                               " faults; at most 10,000,000 are supported"};
 
   random_source rng{options.seed};
   const double horizon = options.days * 86400.0;
-  const double mean_gap = 86400.0 / (options.rate * world);
+  const double mean_gap = 86400.0 / (options.rate * static_cast<double>(accelerators));
   fault_trace out;
   double t = 0;
   while (true) {
@@ -176,6 +200,32 @@ expected<fault_trace> generate(const cluster_shape& cluster, const generate_opti
     ev.extensions = {{"x-category", nlohmann::json(std::string{category.name}).dump()}};
     out.events.push_back(std::move(ev));
   }
+  if (!domains.empty()) {
+    // A second stream: whole domains down at once, repaired together. Its own generator, so the
+    // single-node faults are those of the same seed without domain failures.
+    random_source domain_rng{options.seed ^ 0x9e3779b97f4a7c15ULL};
+    const double domain_gap = 86400.0 / (options.domain_rate * static_cast<double>(domains.size()));
+    double at = 0;
+    std::vector<fault_event> extra;
+    while (true) {
+      at += domain_rng.exponential(domain_gap);
+      if (at >= horizon)
+        break;
+      const auto& [name, members] = domains[domain_rng.below(static_cast<std::uint32_t>(domains.size()))];
+      const double repair = std::max(0.001, milliseconds(domain_rng.exponential(options.repair_mean)));
+      for (const auto n : members) {
+        fault_event ev;
+        ev.at = milliseconds(at);
+        ev.kind = fault_kind::node_down;
+        ev.target = fault_target::of_node(cluster.nodes()[n].name);
+        ev.repair = repair;
+        ev.extensions = {{"x-category", nlohmann::json("domain").dump()}, {"x-domain", nlohmann::json(name).dump()}};
+        extra.push_back(std::move(ev));
+      }
+    }
+    out.events.insert(out.events.end(), std::make_move_iterator(extra.begin()), std::make_move_iterator(extra.end()));
+    std::stable_sort(out.events.begin(), out.events.end(), [](const fault_event& a, const fault_event& b) { return *a.at < *b.at; });
+  }
   std::string mix_text;
   for (const auto& [name, weight] : mix) {
     std::ostringstream w;
@@ -185,6 +235,8 @@ expected<fault_trace> generate(const cluster_shape& cluster, const generate_opti
   std::ostringstream desc;
   desc << "synthetic: " << options.rate << " faults per accelerator per day over " << options.days << " days, mix " << mix_text
        << ", seed " << options.seed;
+  if (!domains.empty())
+    desc << "; " << options.domain_rate << " failures per domain per day over " << domains.size() << " domains";
   out.header.source = "rekindle trace generate";
   out.header.description = desc.str();
   out.header.nodes = static_cast<std::uint32_t>(cluster.nodes().size());

@@ -48,7 +48,7 @@ constexpr key_def c32(std::string_view n, std::uint32_t model::*m) {
   return {n, value_type::count32, nullptr, nullptr, nullptr, m, 0};
 }
 
-constexpr std::array<key_def, 34> keys{{
+constexpr std::array<key_def, 35> keys{{
     dur("step_time", &model::step_time, 1),
     {"compute_share", value_type::share, nullptr, nullptr, &model::compute_share, nullptr, 0},
     siz("state_size", &model::state_size, 1),
@@ -80,6 +80,7 @@ constexpr std::array<key_def, 34> keys{{
     c32("max_restarts", &model::max_restarts),
     c32("max_restarts_per_rank", &model::max_restarts_per_rank),
     c32("spares", &model::spares),
+    c32("buddy_across_domains", &model::buddy_across_domains),
     {"regrow_below", value_type::share, nullptr, nullptr, &model::regrow_below, nullptr, 0},
     dur("horizon", &model::horizon, 0),
     // Kept last: an alias people reach for.
@@ -234,6 +235,8 @@ status validate(const model& m) {
   if (m.restart_all_hang_detection <= m.step_time)
     return status{errc::invalid_argument, "restart_all_hang_detection (" + duration_to_string(m.restart_all_hang_detection) +
                                               ") must exceed step_time (" + duration_to_string(m.step_time) + ")"};
+  if (m.buddy_across_domains > 1)
+    return status{errc::invalid_argument, "buddy_across_domains is 0 or 1, got " + std::to_string(m.buddy_across_domains)};
   if (m.backoff_max < m.backoff)
     return status{errc::invalid_argument, "backoff_max (" + duration_to_string(m.backoff_max) + ") is shorter than backoff (" +
                                               duration_to_string(m.backoff) + ")"};

@@ -103,6 +103,9 @@ struct model {
   // ---- cluster
   /// Spare nodes added to the cluster, as wide as its widest node. Default: 0.
   std::uint32_t spares = 0;
+  /// 1: a node's buddy is chosen in another failure domain, as in a live job; 0: the next node,
+  /// whatever its domain (to see what the rule is worth). Default: 1.
+  std::uint32_t buddy_across_domains = 1;
   /// When repaired nodes return and the world has fallen below this share of its initial size,
   /// scale it back with every node that is up (the policy's scale command, as an operator
   /// would): 1 regrows at every return, 0 never. Default: 0.99 (nodes rejoin in batches of

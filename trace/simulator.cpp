@@ -169,7 +169,8 @@ class simulator {
   static policy::policy_config policy_config_of(const cluster_shape& c, const model& m) {
     policy::policy_config pc;
     for (const auto& n : c.nodes())
-      pc.nodes.push_back({n.name, n.spare ? 0u : n.ranks, n.spare});
+      pc.nodes.push_back({n.name, n.spare ? 0u : n.ranks, n.spare, n.domain});
+    pc.buddy_across_domains = m.buddy_across_domains != 0;
     pc.total_steps = m.steps > 0 ? m.steps : std::numeric_limits<std::uint64_t>::max() / 2;
     pc.snapshot_every = m.snapshot_every;
     pc.hang_timeout = m.hang_timeout;

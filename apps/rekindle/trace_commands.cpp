@@ -28,6 +28,11 @@ void add_cluster_options(CLI::App* cmd, trace::cluster_options& o) {
                     ->check(apps::whole_number(1, std::numeric_limits<std::uint32_t>::max()));
   auto* width = cmd->add_option("--ranks-per-node", o.ranks_per_node, "... of K ranks (accelerators) each")
                     ->check(apps::whole_number(1, std::numeric_limits<std::uint32_t>::max()));
+  auto* racks = cmd->add_option("--rack-size", o.rack_size,
+                                "... in failure domains (racks) of R nodes: n0..n<R-1> in rack0, and so on; a node's buddy "
+                                "is chosen in another rack")
+                    ->check(apps::whole_number(1, std::numeric_limits<std::uint32_t>::max()));
+  racks->needs(nodes)->excludes(file);
   nodes->needs(width)->excludes(file);
   width->needs(nodes)->excludes(file);
 }
@@ -67,6 +72,12 @@ void add_trace_commands(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--repair", o->repair, "Mean repair time of a node fault")->capture_default_str();
     cmd->add_option("--outage", o->outage, "Mean length of a partition, slow-down or full disk")->capture_default_str();
+    cmd->add_option("--spares", o->spares,
+                    "Spare nodes in the cluster (spare0..., as simulate --spares adds them): they fail like the others")
+        ->check(apps::whole_number(0, 65536));
+    cmd->add_option("--domain-rate", o->domain_rate,
+                    "Failures of a whole failure domain (every node of a rack at once) per domain per day, e.g. 0.01")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--out,-o", o->out, "Write the trace here (default: standard output)");
     cmd->callback([o] { done(trace::generate_command(*o, std::cout, std::cerr)); });
   }

@@ -397,11 +397,19 @@ TEST(config, missing_nodes_and_wrong_table_types) {
   EXPECT_EQ(r.errors[0].message, "expected a table ([job]), got an integer");
 }
 
+TEST(config, a_failure_domain_is_a_name) {
+  temp_dir dir;
+  auto r = parse_in(dir, "[[nodes]]\nname = \"a\"\ndomain = \"rack 1/2\"\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors[0].field, "nodes[0].domain") << r.error_text();
+  EXPECT_NE(r.errors[0].message.find("'rack 1/2' is not a valid domain name"), std::string::npos) << r.error_text();
+}
+
 TEST(config, effective_config_round_trips) {
   temp_dir dir;
   dir.write("admin.token", "0123456789abcdef0123\n");
   auto r = parse_in(dir, "[cluster]\nranks_per_node = 2\n[[nodes]]\nname = \"a\"\nport = 7001\n"
-                         "[[nodes]]\nname = \"b\"\ndevices = [\"cpu\", \"cuda:1\"]\nspeed = 0.5\n"
+                         "[[nodes]]\nname = \"b\"\ndevices = [\"cpu\", \"cuda:1\"]\nspeed = 0.5\ndomain = \"rack1\"\n"
                          "[[nodes]]\nname = \"s\"\nspare = true\n"
                          "[optimizer]\nlearning_rate = 1e-3\n[timeouts]\nhang = \"90s\"\n"
                          "[security]\ntoken_file = \"admin.token\"\n[transport]\nchunk_size = 65536\n");
@@ -415,6 +423,8 @@ TEST(config, effective_config_round_trips) {
   b.source = a.source;
   EXPECT_EQ(a, b) << text;
   EXPECT_EQ(a.world_size(), 4u);
+  EXPECT_EQ(a.nodes[1].domain, "rack1");
+  EXPECT_EQ(a.nodes[0].domain, "");
   auto placement = a.initial_placement();
   ASSERT_EQ(placement.size(), 4u);
   EXPECT_EQ(placement[3].node, node_id{1});

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "policy/supervisor_policy.hpp"
@@ -290,6 +291,69 @@ TEST(supervisor_policy, each_node_replicates_to_the_next_node_up_that_is_not_dra
   ASSERT_EQ(buddies.size(), 1u);
   const std::vector<std::optional<node_id>> two{node_id{2}, std::nullopt, node_id{0}, std::nullopt};
   EXPECT_EQ(buddies[0].buddy_of, two) << "a usable node's replicas go to another usable node; others have none";
+}
+
+// Two racks of three nodes and a spare in each: a node's buddy is in the other rack, at its own
+// position there; a lost node's ranks go to the spare outside its rack.
+policy_config two_racks() {
+  auto c = testing::small_cluster(0, false);
+  for (std::uint32_t n = 0; n < 6; ++n)
+    c.nodes.push_back({"n" + std::to_string(n), 2, false, n < 3 ? "rack0" : "rack1"});
+  c.nodes.push_back({"s0", 0, true, "rack0"});
+  c.nodes.push_back({"s1", 0, true, "rack1"});
+  return c;
+}
+
+TEST(supervisor_policy, buddies_are_in_another_failure_domain) {
+  fake_clock clock;
+  supervisor_policy p{two_racks(), clock};
+  (void)start_job(p, 8);
+  auto buddies = all_of<assign_buddies>(p.on_rank_failed(rank_id{0}, p.epoch(), "segfault"));
+  ASSERT_EQ(buddies.size(), 1u);
+  // rack0: n0 n1 n2 s0; rack1: n3 n4 n5 s1 (in node order). Position i of one rack keeps its
+  // replicas on position i of the other.
+  const std::vector<std::optional<node_id>> across{node_id{3}, node_id{4}, node_id{5}, node_id{0}, node_id{1},
+                                                   node_id{2}, node_id{7}, node_id{6}};
+  EXPECT_EQ(buddies[0].buddy_of, across);
+  // n4 lost: its ranks go to s0, the spare outside rack1. Rack0 is n0 n1 n2 s0, rack1 n3 n5 s1.
+  (void)all_ready(p);
+  auto lost = p.on_node_lost(node_id{4}, "gone");
+  auto moved = all_of<note_event>(lost);
+  EXPECT_TRUE(std::any_of(moved.begin(), moved.end(), [](const note_event& n) { return n.detail.find("move to spare s0") != std::string::npos; }));
+  buddies = all_of<assign_buddies>(lost);
+  ASSERT_EQ(buddies.size(), 1u);
+  EXPECT_EQ(buddies[0].buddy_of[1], node_id{5}) << "n1 is second in rack0; rack1's second usable node is n5";
+  EXPECT_EQ(buddies[0].buddy_of[4], std::nullopt) << "a lost node has no buddy";
+  EXPECT_EQ(buddies[0].buddy_of[6], node_id{3}) << "s0 is fourth in rack0: rack1 has three, so its first";
+  EXPECT_EQ(buddies[0].buddy_of[7], node_id{2}) << "s1 is third in rack1";
+}
+
+TEST(supervisor_policy, buddy_across_domains_off_is_the_next_node) {
+  fake_clock clock;
+  auto c = two_racks();
+  c.buddy_across_domains = false;
+  supervisor_policy p{c, clock};
+  (void)start_job(p, 8);
+  auto buddies = all_of<assign_buddies>(p.on_rank_failed(rank_id{0}, p.epoch(), "segfault"));
+  ASSERT_EQ(buddies.size(), 1u);
+  for (std::uint32_t n = 0; n < 8; ++n)
+    EXPECT_EQ(buddies[0].buddy_of[n], node_id{(n + 1) % 8}) << n;
+}
+
+TEST(supervisor_policy, a_repaired_node_is_back_in_the_pool) {
+  fake_clock clock;
+  supervisor_policy p{two_nodes(true), clock};
+  (void)start_job(p, 3);
+  // n1 lost: its ranks move to the spare.
+  auto lost = all_of<note_event>(p.on_node_lost(node_id{1}, "gone"));
+  EXPECT_TRUE(std::any_of(lost.begin(), lost.end(), [](const note_event& n) { return n.detail.find("move to spare s0") != std::string::npos; }));
+  (void)all_ready(p);
+  // n1 is repaired and holds nothing; when n0 is lost, its ranks move to n1 as to a spare.
+  (void)p.on_node_up(node_id{1});
+  EXPECT_TRUE(p.spare_available());
+  auto again = all_of<note_event>(p.on_node_lost(node_id{0}, "gone"));
+  EXPECT_TRUE(std::any_of(again.begin(), again.end(), [](const note_event& n) { return n.detail.find("move to spare n1") != std::string::npos; }));
+  EXPECT_EQ(p.world(), 4u) << "the world keeps its size";
 }
 
 TEST(supervisor_policy, a_node_alone_has_no_buddy) {

@@ -216,6 +216,51 @@ TEST(generate, mix_errors_name_the_item) {
   EXPECT_TRUE(parse_mix(default_mix).has_value());
 }
 
+TEST(generate, whole_failure_domains_go_down_together_and_spares_fail_too) {
+  auto cluster = cluster_shape::compact(64, 8, 4, 8);  // 8 racks of 8 nodes, 4 spares in rack8
+  ASSERT_TRUE(cluster.has_value()) << cluster.error();
+  EXPECT_EQ(cluster->domains(), 9u);
+  EXPECT_EQ(cluster->nodes()[9].domain, "rack1");
+  EXPECT_EQ(cluster->nodes()[64].domain, "rack8") << "spares continue the count";
+  generate_options o;
+  o.rate = 0.01;
+  o.days = 200;
+  o.seed = 3;
+  o.domain_rate = 0.01;
+  auto t = generate(*cluster, o);
+  ASSERT_TRUE(t.has_value()) << t.error();
+  // 9 domains × 0.01 a day × 200 days: about 18 domain failures, each every node of one domain
+  // at one time with one repair.
+  std::map<double, std::vector<const fault_event*>> domain_failures;
+  bool spare_hit = false;
+  for (const auto& e : t->events) {
+    if (*e.extension("x-category") == "\"domain\"")
+      domain_failures[*e.at].push_back(&e);
+    else if (e.target.kind == fault_target::type::node && e.target.node.starts_with("spare"))
+      spare_hit = true;
+  }
+  EXPECT_NEAR(static_cast<double>(domain_failures.size()), 18.0, 4 * std::sqrt(18.0));
+  for (const auto& [at, events] : domain_failures) {
+    const auto& domain = *events.front()->extension("x-domain");
+    const auto n = domain == "\"rack8\"" ? 4u : 8u;
+    EXPECT_EQ(events.size(), n) << at;
+    for (const auto* e : events) {
+      EXPECT_EQ(e->kind, fault_kind::node_down);
+      EXPECT_EQ(*e->extension("x-domain"), domain);
+      EXPECT_EQ(e->repair, events.front()->repair);
+    }
+  }
+  EXPECT_TRUE(spare_hit) << "the spares' 32 accelerators fail like the others'";
+  // In time order, valid for the cluster.
+  auto back = parse(to_jsonl(*t), "generated", &*cluster);
+  ASSERT_TRUE(back.ok()) << back.error_text();
+  // Without domains, a domain rate is an error; without it, the trace is that of the same seed.
+  auto flat = cluster_shape::compact(64, 8);
+  auto e = generate(*flat, o);
+  ASSERT_FALSE(e.has_value());
+  EXPECT_NE(e.error().message().find("--domain-rate needs failure domains"), std::string::npos) << e.error();
+}
+
 TEST(generate, bad_options) {
   auto cluster = cluster_shape::compact(2, 8);
   generate_options o;

@@ -272,6 +272,27 @@ TEST(simulator, restart_everything_has_its_own_detection_and_restart_costs) {
   EXPECT_EQ(row("state read from disk").substr(0, 6), "8.00 s");
 }
 
+TEST(simulator, buddies_across_racks_keep_a_copy_through_a_rack_failure) {
+  // Two racks of four nodes; the whole of rack0 goes down at once (its switch).
+  auto cluster = cluster_shape::compact(8, 2, 0, 4);
+  ASSERT_TRUE(cluster.has_value());
+  std::vector<fault_event> rack;
+  for (int n = 0; n < 4; ++n)
+    rack.push_back(at(105.25, fault_kind::node_down, fault_target::of_node("n" + std::to_string(n))));
+  auto m = simple_model();
+  const auto across = run(trace_of(2000, rack), *cluster, m);
+  ASSERT_EQ(across.restores.size(), 2u);
+  EXPECT_EQ(across.restores_buddy, 1u) << "rack0's replicas are on rack1";
+  EXPECT_EQ(across.restores_scratch, 0u);
+  EXPECT_EQ(across.restores[1].step, 90u) << "step 100's replicas were still on their way (2 s after 105 s)";
+  m.buddy_across_domains = 0;
+  const auto next = run(trace_of(2000, rack), *cluster, m);
+  EXPECT_EQ(next.restores_buddy, 0u);
+  EXPECT_EQ(next.restores_scratch, 1u) << "n0-n2 kept their replicas in their own rack: both copies gone, nothing on disk";
+  EXPECT_GT(next.lost_in(lost::recompute), across.lost_in(lost::recompute) + 90);
+  EXPECT_LT(next.ratio(), across.ratio());
+}
+
 TEST(simulator, every_replay_ends_in_bounded_time) {
   auto cluster = cluster_shape::compact(4, 2);
   auto m = simple_model();
