@@ -35,6 +35,12 @@ grep -q "x_test.cpp: runs 'frobtool'" <<<"$out" || { echo "unexpected report: $o
 sed -i 's|^TEST(x, y) {|TEST(x, y) {\n  if (auto why = testing::missing_tool("frobtool", "frob-pkg")) GTEST_SKIP() << *why;|' "$tree/tests/unit/x/x_test.cpp"
 "$check" "$tree" >/dev/null || { echo "a C++ test that skips without frobtool was rejected"; exit 1; }
 
+# A heredoc body is text, not commands, also when the command goes on after it.
+printf '#!/usr/bin/env bash\nset -e\nfrobbase - <<\x27PY\x27 || echo failed\nfrobtool --in-a-heredoc\nPY\nx=$(frobbase <<<"frobtool")\n' \
+  >"$tree/tests/scripts/heredoc_test.sh"
+echo 'add_test(NAME h COMMAND tests/scripts/heredoc_test.sh)' >>"$tree/tests/CMakeLists.txt"
+out=$("$check" "$tree" 2>&1) || { echo "a heredoc's body was taken for commands: $out"; exit 1; }
+
 echo 'packages=(base-pkg frob-pkg)' >"$tree/scripts/setup-deps"
 sed -i '/require_tool/d' "$tree/tests/scripts/plot_test.sh"
 "$check" "$tree" >/dev/null || { echo "a program that setup-deps installs was rejected"; exit 1; }
