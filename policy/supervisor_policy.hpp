@@ -319,6 +319,11 @@ class supervisor_policy {
     std::optional<collective_position> position;
     epoch_t position_epoch;
   };
+  /// Records that rank state `r` registered in epoch `e` (and counts it).
+  void mark_ready(rank_state& r, epoch_t e);
+  /// Ranks that registered in epoch ready_counted_.
+  std::uint32_t ready_ = 0;
+  epoch_t ready_counted_;
   struct node_state {
     bool up = false;
     /// Every copy of a rank state it holds has been reported since it came up.
