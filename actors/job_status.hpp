@@ -58,6 +58,10 @@ struct node_status {
   std::string check_detail;
   /// Seconds since its agent was last heard from (null while it is down).
   std::optional<double> heartbeat_age_s;
+  /// Its failure domain (nodes.domain; "" for none), and the node that keeps its snapshot
+  /// replicas this epoch ("" for none).
+  std::string domain;
+  std::string buddy;
 };
 
 struct rank_status_view {
@@ -144,7 +148,7 @@ struct job_status {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(checkpoint_status, directory, persist_every, last_step, writing_step,
                                                 error, persist_s, committed)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(node_status, name, up, standby_ready, check, check_detail,
-                                                heartbeat_age_s)
+                                                heartbeat_age_s, domain, buddy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(rank_status_view, rank, node, pid, state, step, step_time_s,
                                                 compute_time_s, compute_cpu_time_s, communication_time_s,
                                                 data_time_s, straggler_ratio, micro_batches, speed, snapshot_stall_s, last_snapshot,

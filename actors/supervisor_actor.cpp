@@ -160,6 +160,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       recoveries_.on_epoch(pe->epoch);
     } else if (auto* bu = std::get_if<assign_buddies>(&action)) {
       buddies = std::move(bu->buddy_of);
+      buddies_ = buddies;
     } else if (auto* ab = std::get_if<abort_ranks>(&action)) {
       to_all_agents(abort_epoch{ab->epoch});
     } else if (auto* sp = std::get_if<spawn_rank>(&action)) {
@@ -593,6 +594,9 @@ job_status supervisor_actor::make_status(bool full) const {
     }
     if (const auto age = policy_.heartbeat_age(node_id{n}))
       j.nodes.back().heartbeat_age_s = std::chrono::duration<double>(*age).count();
+    j.nodes.back().domain = ctx_->spec.nodes[n].domain;
+    if (n < buddies_.size() && buddies_[n] && buddies_[n]->value() < ctx_->spec.nodes.size())
+      j.nodes.back().buddy = ctx_->spec.nodes[buddies_[n]->value()].name;
   }
   j.balance = ctx_->spec.job.balance;
   j.micro_batches = shares_;

@@ -237,6 +237,8 @@ class supervisor_actor : public caf::event_based_actor {
   std::vector<std::string> node_addresses_;
   /// Per node, from its last heartbeat: a warm standby worker waits there.
   std::map<std::uint32_t, bool> standby_ready_;
+  /// Each node's buddy in the current epoch (the policy's last assign_buddies), for the status.
+  std::vector<std::optional<node_id>> buddies_;
   std::map<rank_id, blob> addresses_;
   std::map<rank_id, rank_status> ranks_;
   /// Mean loss of every step since the job began (index = step - 1), as rank 0 reported it.

@@ -238,7 +238,8 @@ void print_ranks(const actors::job_status& j) {
 }
 
 void print_nodes(const actors::job_status& j) {
-  std::cout << "node  up   standby  check        ranks\n";
+  const bool domains = std::any_of(j.nodes.begin(), j.nodes.end(), [](const actors::node_status& n) { return !n.domain.empty(); });
+  std::cout << "node  up   standby  check        buddy  " << (domains ? "domain  " : "") << "ranks\n";
   std::string quarantined;
   for (const auto& n : j.nodes) {
     std::string ranks;
@@ -246,7 +247,8 @@ void print_nodes(const actors::job_status& j) {
       if (r.node == n.name)
         ranks += (ranks.empty() ? "" : ",") + std::to_string(r.rank);
     std::cout << pad(n.name, 6) << pad(n.up ? "yes" : "NO", 5) << pad(n.standby_ready ? "warm" : "-", 9)
-              << pad(n.check.empty() ? "-" : n.check, 13) << (ranks.empty() ? "-" : ranks) << "\n";
+              << pad(n.check.empty() ? "-" : n.check, 13) << pad(n.buddy.empty() ? "-" : n.buddy, 7)
+              << (domains ? pad(n.domain.empty() ? "-" : n.domain, 8) : std::string{}) << (ranks.empty() ? "-" : ranks) << "\n";
     if (n.check == "quarantined")
       quarantined += "  " + n.name + ": " + n.check_detail + "\n";
   }

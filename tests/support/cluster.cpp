@@ -22,7 +22,8 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
     toml += "\n[[nodes]]\nname = \"" + n + "\"\nhost = \"" + (options_.host ? options_.host(n) : "127.0.0.1") + "\"\n" +
             (options_.port != 0 ? "port = " + std::to_string(options_.port) + "\n" : "") +
             (options_.bind && !options_.bind(n).empty() ? "bind = \"" + options_.bind(n) + "\"\n" : "") + (n == "s0" ? "spare = true\n" : "") +
-            (options_.speeds.contains(n) ? "speed = " + std::to_string(options_.speeds.at(n)) + "\n" : "");
+            (options_.speeds.contains(n) ? "speed = " + std::to_string(options_.speeds.at(n)) + "\n" : "") +
+            (options_.domains.contains(n) ? "domain = \"" + options_.domains.at(n) + "\"\n" : "");
   toml += "\n[job]\nname = \"test\"\nsteps = " + std::to_string(options_.steps) +
           "\nglobal_batch = " + std::to_string(options_.global_batch) +
           "\nmicro_batch = " + std::to_string(options_.micro_batch) + "\nseed = 7\n" +

@@ -47,6 +47,8 @@ struct cluster_options {
   std::string rendezvous = "60s";
   /// nodes' `speed`, by node name (others: not written).
   std::map<std::string, double> speeds;
+  /// nodes' failure `domain`, by node name (others: not written).
+  std::map<std::string, std::string> domains;
   /// Multi-host runs (tests/support/netns.hpp): each node's address, and the command prefix that
   /// runs a program on its host (e.g. {"ip", "netns", "exec", "rk5h0"}). Unset: 127.0.0.1, directly.
   std::function<std::string(const std::string&)> host;

@@ -40,40 +40,88 @@ TEST(cluster, a_job_trains_to_the_end_and_every_process_exits) {
 
 TEST(cluster, a_ranks_step_time_is_the_loops_period_with_the_snapshot_in_it) {
   // A snapshot every step that stops the step (overlap off), of a state that takes milliseconds
-  // to copy: the rank's step times add up to the wall time its steps took, snapshots included.
+  // to copy, and steps of one micro-batch so the copy is a good part of each step: the step times of the steps between two readings of the status add up to the wall
+  // time between them, snapshots included. The times of exactly those steps are summed (the
+  // report keeps every step's), so a machine whose speed changes during the window moves both
+  // sides alike; only the staleness of the two readings (a tick and a step each) is slack.
   testing::local_cluster c{{.nodes = 1,
                             .ranks_per_node = 1,
                             .steps = 1000000,
                             .snapshot_every = 1,
                             .persist_every = 0,
                             .overlap = false,
+                            .global_batch = 1,
+                            .micro_batch = 1,
                             .width = 256}};
   c.start_all();
   ASSERT_TRUE(c.wait_step(20, 120s)) << c.log("n0");
-  const auto step_now = [&] { return c.status().value("step", std::uint64_t{0}); };
-  const auto s0 = step_now();
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<double> times, stalls;
-  while (std::chrono::steady_clock::now() - t0 < 4s) {
-    std::this_thread::sleep_for(100ms);
-    const auto s = c.status();
-    if (!s.is_null() && !s["ranks"].empty()) {
-      times.push_back(s["ranks"][0].value("step_time_s", 0.0));
-      stalls.push_back(s["ranks"][0].value("snapshot_stall_s", 0.0));
+  // The first reading of a new step: the status is read until its step changes, so each end of
+  // the window is as fresh as the status file can be.
+  const auto reading = [&] {
+    const auto before = c.status().value("step", std::uint64_t{0});
+    for (;;) {
+      const auto s = c.status();
+      const auto step = s.is_null() ? before : s.value("step", before);
+      if (step != before) {
+        std::vector<double> stalls;
+        if (!s["ranks"].empty())
+          stalls.push_back(s["ranks"][0].value("snapshot_stall_s", 0.0));
+        return std::tuple{step, std::chrono::steady_clock::now(), stalls};
+      }
+      std::this_thread::sleep_for(2ms);
     }
-  }
-  const auto s1 = step_now();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const auto [s0, t0, stall0] = reading();
+  std::this_thread::sleep_for(5s);
+  const auto [s1, t1, stall1] = reading();
+  const double wall = std::chrono::duration<double>(t1 - t0).count();
   ASSERT_GT(s1, s0 + 20) << c.log("n0");
-  ASSERT_GE(times.size(), 10u);
-  std::sort(times.begin(), times.end());
-  std::sort(stalls.begin(), stalls.end());
-  const double period = wall / static_cast<double>(s1 - s0), step_time = times[times.size() / 2];
-  EXPECT_GT(stalls[stalls.size() / 2], 0.0) << "every step takes a snapshot";
-  EXPECT_GE(step_time, 0.9 * period) << "a step's time (" << step_time << " s) leaves out part of the loop's period ("
-                                     << period << " s); snapshot stall " << stalls[stalls.size() / 2] << " s";
-  EXPECT_LE(step_time, 1.1 * period) << "a step's time (" << step_time << " s) counts more than the loop's period ("
-                                     << period << " s)";
+  EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
+  const auto seconds = c.wait_done(60s)["step_seconds"];
+  ASSERT_GE(seconds.size(), s1) << c.log("n0");
+  double sum = 0, longest = 0;
+  for (auto step = s0 + 1; step <= s1; ++step) {
+    const double t = seconds[step - 1].get<double>();
+    sum += t;
+    longest = std::max(longest, t);
+  }
+  ASSERT_FALSE(stall1.empty());
+  const double stall = stall1.front(), steps = static_cast<double>(s1 - s0);
+  EXPECT_GT(stall, 0.0) << "every step takes a snapshot";
+  // Left out, the snapshots would take steps x stall from the sum. The slack: the status file is
+  // rewritten at the supervisor's tick (100 ms, later on a loaded machine) at each end.
+  const double slack = 0.05 * wall + 2 * longest + 0.3;
+  EXPECT_NEAR(sum, wall, slack) << "steps " << s0 + 1 << ".." << s1 << " count " << sum << " s in " << wall
+                                << " s of wall time; snapshot stall " << stall << " s a step, " << steps * stall
+                                << " s in all";
+}
+
+TEST(cluster, a_nodes_buddy_is_in_another_failure_domain) {
+  // Four daemons in two racks, n0 n1 in rack-a and n2 n3 in rack-b: each node's replicas go to
+  // the node at its own position in the other rack, not to the next node.
+  testing::local_cluster c{{.nodes = 4,
+                            .ranks_per_node = 1,
+                            .steps = 1000000,
+                            .global_batch = 4,
+                            .micro_batch = 1,
+                            .domains = {{"n0", "rack-a"}, {"n1", "rack-a"}, {"n2", "rack-b"}, {"n3", "rack-b"}}}};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(3, 120s)) << c.log("n0");
+  const auto st = c.status();
+  std::map<std::string, std::string> buddy, domain;
+  for (const auto& n : st["nodes"]) {
+    buddy[n["name"]] = n.value("buddy", "");
+    domain[n["name"]] = n.value("domain", "");
+  }
+  EXPECT_EQ(buddy["n0"], "n2") << st.dump();
+  EXPECT_EQ(buddy["n1"], "n3");
+  EXPECT_EQ(buddy["n2"], "n0");
+  EXPECT_EQ(buddy["n3"], "n1");
+  EXPECT_EQ(domain["n1"], "rack-a");
+  auto r = c.admin({"nodes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("buddy  domain  ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("n3     rack-a  1"), std::string::npos) << "n1 (rank 1) keeps its replicas on n3: " << r.out;
   EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
 }
 
@@ -398,8 +446,8 @@ TEST(cluster, a_partition_loses_the_cut_off_node_to_the_spare_and_the_node_comes
   r = c.admin({"events"});
   EXPECT_NE(r.out.find("partition n0 n1 for 4.00 s"), std::string::npos) << r.out;
 
-  // Fail the node that took n1's ranks: no spare is left (a node that comes back is not one), so
-  // the world shrinks; scaling up again places ranks on the node that came back.
+  // Fail the node that took n1's ranks: n1 came back and its ranks had moved away, so it is back in
+  // the pool and takes them like a spare; the world keeps its size.
   r = c.admin({"fail", "node", "s0"});
   EXPECT_EQ(r.exit_code, 2) << "fail needs --yes";
   r = c.admin({"fail", "node", "s0", "--yes"});
@@ -410,21 +458,19 @@ TEST(cluster, a_partition_loses_the_cut_off_node_to_the_spare_and_the_node_comes
   ASSERT_TRUE(c.wait_for(
       [](const nlohmann::json& x) {
         const auto& recs = x["recoveries"];
-        return recs.size() == 2 && recs[1].value("done", false);
+        return recs.size() == 2 && recs[1].value("done", false) && x.value("state", "") == "running";
       },
       120s))
       << c.status().dump(2) << c.log("n0");
-  EXPECT_EQ(c.status()["world"], 2);
-  r = c.admin({"scale", "4", "--yes"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  ASSERT_TRUE(c.wait_for([](const nlohmann::json& x) { return x.value("world", 0) == 4 && x.value("state", "") == "running"; },
-                         60s))
-      << c.status().dump(2);
   s = c.status();
+  EXPECT_EQ(s["world"], 4) << "the node that came back took s0's ranks";
+  EXPECT_NE(s["recoveries"][1]["cause"].get<std::string>().find("node s0 lost"), std::string::npos)
+      << s["recoveries"][1].dump();
   for (const auto& rank : s["ranks"])
     if (rank["rank"] == 2 || rank["rank"] == 3) {
       EXPECT_EQ(rank["node"], "n1") << s["ranks"].dump(2);
     }
+  ASSERT_TRUE(c.wait_step(s["step"].get<std::uint64_t>() + 10, 60s)) << "training goes on on n1\n" << c.log("n0");
   EXPECT_EQ(c.admin({"stop", "--yes"}).exit_code, 0);
 }
 
