@@ -35,6 +35,8 @@ constexpr std::chrono::milliseconds worker_exit_grace{50};
 constexpr std::chrono::milliseconds program_exit_grace{3000};
 // Progress reports kept while no supervisor is connected (about 100 bytes each).
 constexpr std::size_t max_unsent_progress = 50000;
+// Steps of the node's record replayed to each supervisor it connects to (one report a step).
+constexpr std::size_t max_progress_history = 20000;
 }  // namespace
 
 agent_actor::agent_actor(caf::actor_config& cfg, node_context* ctx, caf::actor checkpoint)
@@ -118,6 +120,9 @@ void agent_actor::say_hello() {
     again.id = 0;
     to_supervisor(again);
   }
+  if (!history_.empty())  // the losses it may never have heard of
+    to_supervisor(progress_batch{std::max(epoch_, ctx_->bridge->epoch()), ctx_->node,
+                                 std::vector<progress_report>(history_.begin(), history_.end()), true});
   flush_progress();  // what the ranks did while no supervisor heard
   caf::anon_send(checkpoint_, connect_atom::value);  // re-report what it holds
 }
@@ -247,6 +252,11 @@ caf::behavior agent_actor::make_behavior() {
         if (p.epoch == epoch_) {
           trained_epoch_ = epoch_;
           reached_step_ = std::max(reached_step_, p.step.value());
+        }
+        if (history_.empty() || p.epoch > history_.back().epoch || p.step > history_.back().step) {
+          history_.push_back(p);
+          if (history_.size() > max_progress_history)
+            history_.pop_front();
         }
         progress_.push_back(p);
         if (progress_.size() >= 64 || ctx_->time->now() - started_at_ < std::chrono::seconds{2})

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <deque>
 #include <caf/all.hpp>
 
 #include <chrono>
@@ -130,6 +131,9 @@ class agent_actor : public caf::event_based_actor {
   /// A program of this job joined through the worker API: the job is at level 1.
   bool api_seen_ = false;
   std::vector<progress_report> progress_;
+  /// The newest steps this node's ranks trained, one report a step (the first to arrive), for a
+  /// supervisor that connects later: a new leader, or one restarted, knows no losses.
+  std::deque<progress_report> history_;
   /// start_training of the current epoch, for workers that say hello after it was sent.
   std::optional<start_training> started_;
   /// When the current epoch's start went to the workers: progress is relayed at once for a while

@@ -248,11 +248,14 @@ struct progress_report {
   std::int64_t compute_cpu_ns = 0;
 };
 
-/// An agent's batch of progress reports, all of `epoch`.
+/// An agent's batch of progress reports, all of `epoch`; or, with `replay`, the node's record of
+/// the steps trained (one report a step, any epoch), sent to each supervisor it connects to so a
+/// new leader learns the losses of the steps its predecessor heard of or nobody did.
 struct progress_batch {
   epoch_t epoch;
   node_id node;
   std::vector<progress_report> reports;
+  bool replay = false;
 };
 
 /// A rank connected its communicator, restored its state, and is about to train.
@@ -555,7 +558,7 @@ RK_INSPECT(rank_completed, x.epoch, x.rank, x.node)
 RK_INSPECT(rank_trouble, x.epoch, x.rank, x.node, x.unresponsive, x.detail)
 RK_INSPECT(progress_report, x.epoch, x.rank, x.step, x.loss, x.step_ns, x.compute_ns, x.communication_ns, x.snapshot_ns,
            x.tokens, x.data_ns, x.compute_cpu_ns)
-RK_INSPECT(progress_batch, x.epoch, x.node, x.reports)
+RK_INSPECT(progress_batch, x.epoch, x.node, x.reports, x.replay)
 RK_INSPECT(rank_restored, x.epoch, x.rank, x.step, x.source, x.connect_ns, x.restore_ns)
 RK_INSPECT(snapshot_held, x.epoch, x.rank, x.step, x.holder, x.kind)
 RK_INSPECT(holdings_reported, x.node, x.copies)

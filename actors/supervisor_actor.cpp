@@ -439,6 +439,13 @@ caf::behavior supervisor_actor::make_behavior() {
         recoveries_.on_restored(r.connect_ns, r.restore_ns, r.source);
       },
       [this](const envelope&, const progress_batch& b) {
+        if (b.replay) {
+          // A node's record: steps trained, perhaps while no supervisor heard. It fills the losses
+          // and times this supervisor does not know; it measures nothing about the ranks now.
+          for (const auto& p : b.reports)
+            record_loss(p, false);
+          return;
+        }
         for (const auto& p : b.reports) {
           auto& s = ranks_[p.rank];
           s.step = std::max(s.step, p.step.value());
@@ -453,19 +460,7 @@ caf::behavior supervisor_actor::make_behavior() {
           score_straggler(p);
           if (p.snapshot_ns > 0)
             s.snapshot_ns = p.snapshot_ns;
-          // Every rank reports the same loss (it is all-reduced); rank 0's counts, another's fills a
-          // step rank 0's report never reached this supervisor (its node was away during a takeover).
-          if (p.step.value() > 0) {
-            if (losses_.size() < p.step.value()) {
-              losses_.resize(p.step.value(), 0.0);
-              step_seconds_.resize(p.step.value(), 0.0);
-            }
-            if (p.rank == rank_id{0} || losses_[p.step.value() - 1] == 0.0) {
-              losses_[p.step.value() - 1] = p.loss;
-              step_seconds_[p.step.value() - 1] = seconds(p.step_ns);
-            }
-          }
-          max_step_ = std::max(max_step_, p.step.value());
+          record_loss(p, p.rank == rank_id{0});
           recoveries_.on_reached(p.step.value());
           recoveries_.on_step(p.step.value(), p.step_ns);
           execute(policy_.on_progress(p.rank, p.epoch, p.step));
@@ -659,6 +654,23 @@ job_status supervisor_actor::make_status(bool full) const {
     j.step_seconds = step_seconds_;
   }
   return j;
+}
+
+void supervisor_actor::record_loss(const progress_report& p, bool overwrite) {
+  // Every rank reports the same loss (it is all-reduced); rank 0's counts, another's fills a
+  // step rank 0's report never reached this supervisor (its node was away during a takeover).
+  const auto step = p.step.value();
+  if (step == 0 || step > ctx_->spec.job.steps)  // no step past the job's last is trained
+    return;
+  if (losses_.size() < step) {
+    losses_.resize(step, 0.0);
+    step_seconds_.resize(step, 0.0);
+  }
+  if (overwrite || losses_[step - 1] == 0.0) {
+    losses_[step - 1] = p.loss;
+    step_seconds_[step - 1] = seconds(p.step_ns);
+  }
+  max_step_ = std::max(max_step_, step);
 }
 
 std::string supervisor_actor::status_json(bool full) const { return nlohmann::json(make_status(full)).dump(2); }

@@ -191,6 +191,9 @@ class supervisor_actor : public caf::event_based_actor {
   void apply_retention();
   [[nodiscard]] std::filesystem::path checkpoint_dir() const;
 
+  /// Keeps a step's loss and time (over what is there only when `overwrite`).
+  void record_loss(const progress_report& p, bool overwrite);
+
   // ---- data-parallel shares (supervisor_shares.cpp) ----
   /// Folds a step's compute time into the speed of the rank's device slot.
   void measure_speed(const progress_report& p);

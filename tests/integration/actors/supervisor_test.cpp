@@ -191,6 +191,7 @@ struct played_agent {
   static std::string name_of(const start_training& x) { return "start " + std::to_string(x.epoch.value()); }
   static std::string name_of(const abort_epoch& x) { return "abort " + std::to_string(x.epoch.value()); }
   static std::string name_of(const job_finished& x) { return "finished " + x.state; }
+  static std::string name_of(const admin_reply&) { return "reply"; }
 
   // Registers this node's ranks of `a`'s epoch.
   void ranks_ready(const assign_ranks& a) {
@@ -289,6 +290,41 @@ TEST(supervisor, restart_limits_count_on_across_a_supervisor_restart) {
     ASSERT_TRUE(end.has_value());
     EXPECT_EQ(end->state, "failed");
     EXPECT_NE(end->reason.find("4 restarts in this job (limit 3)"), std::string::npos) << end->reason;
+  }
+}
+
+TEST(supervisor, a_nodes_record_of_steps_fills_the_losses_it_did_not_hear_without_overwriting_them) {
+  // A supervisor that took over (or restarted) heard none of the steps trained before or while it
+  // was away: each node replays its record when it connects. That record fills what is unknown,
+  // and never overwrites what rank 0 reported.
+  testing::temp_dir dir{"rekindle-supervisor"};
+  supervisor_process sp{two_nodes(dir.path(), ""), {}};
+  played_agent a0{0, sp.b->port()}, a1{1, sp.b->port()};
+  const auto e = through_an_epoch(a0, a1);
+  ASSERT_EQ(e, epoch_t{1});
+  const auto report = [&](std::uint32_t rank, std::uint64_t step, double loss) {
+    progress_report p{e, rank_id{rank}, step_t{step}, loss};
+    p.step_ns = static_cast<std::int64_t>(step) * 1000000;
+    return p;
+  };
+  a0.send(progress_batch{e, node_id{0}, {report(0, 2, 2.5)}});
+  a0.send(admin_status{6, false});  // answered after the batch before it
+  ASSERT_TRUE(a0.next<admin_reply>().has_value());
+  a1.send(progress_batch{e, node_id{1}, {report(2, 1, 3.0), report(2, 2, 9.0), report(2, 3, 1.0)}, true});
+  // A record of steps past the job's end is no step at all.
+  a1.send(progress_batch{e, node_id{1}, {report(2, 2000000, 7.0)}, true});
+  a1.send(admin_status{7, true});
+  const auto reply = a1.next<admin_reply>();
+  ASSERT_TRUE(reply.has_value());
+  const auto status = nlohmann::json::parse(reply->json, nullptr, false);
+  ASSERT_TRUE(status.contains("losses")) << reply->json;
+  EXPECT_EQ(status["losses"], (nlohmann::json{3.0, 2.5, 1.0})) << status["losses"].dump();
+  EXPECT_EQ(status["step_seconds"], (nlohmann::json{0.001, 0.002, 0.003})) << status["step_seconds"].dump();
+  // A replayed record measures nothing about the ranks: rank 2's own step stays unknown.
+  for (const auto& r : status["ranks"]) {
+    if (r.value("rank", 99) == 2) {
+      EXPECT_EQ(r.value("step", std::uint64_t{99}), 0u) << r.dump();
+    }
   }
 }
 
