@@ -660,7 +660,9 @@ void supervisor_actor::record_loss(const progress_report& p, bool overwrite) {
   // Every rank reports the same loss (it is all-reduced); rank 0's counts, another's fills a
   // step rank 0's report never reached this supervisor (its node was away during a takeover).
   const auto step = p.step.value();
-  if (step == 0 || step > ctx_->spec.job.steps)  // no step past the job's last is trained
+  // No step past the built-in job's last is trained; a program of the user's (job.command) has
+  // its own number of steps, which the configuration does not know.
+  if (step == 0 || (!ctx_->spec.job.external() && step > ctx_->spec.job.steps))
     return;
   if (losses_.size() < step) {
     losses_.resize(step, 0.0);
