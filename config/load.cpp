@@ -770,7 +770,7 @@ load_result parse_impl(std::string_view text, context& ctx) {
   try {
     root = toml::parse(text, ctx.file);
   } catch (const toml::parse_error& e) {
-    result.errors.push_back(ctx.make(e.source(), "", "syntax error: " + std::string{e.description()}));
+    result.errors.push_back(detail::syntax_error(text, ctx.file, e));
     return result;
   }
   spec s;

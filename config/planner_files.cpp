@@ -76,7 +76,8 @@ std::optional<toml::table> parse_toml(std::string_view text, diagnostics& diag) 
   try {
     return toml::parse(text, diag.file());
   } catch (const toml::parse_error& e) {
-    diag.error(e.source(), "", "syntax error: " + std::string{e.description()});
+    auto d = detail::syntax_error(text, diag.file(), e);
+    diag.error(e.source(), std::move(d.field), std::move(d.message));
     return std::nullopt;
   }
 }

@@ -25,6 +25,82 @@ std::vector<diagnostic> diagnostics::take_sorted() {
   return std::move(errors_);
 }
 
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+// A dotted key as written ("a", "a.b", "\"quoted\""), without spaces around the dots; empty when
+// the text is not a key.
+std::string key_text(std::string_view s) {
+  s = trim(s);
+  if (s.empty() || s.size() > 256)
+    return {};
+  std::string out;
+  for (char c : s) {
+    if (c == ' ' || c == '\t')
+      continue;
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' || c == '"' || c == '\'')
+      out += c;
+    else
+      return {};
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string field_at_line(std::string_view text, std::size_t line) {
+  std::string table;                    // the header in force, as a field path
+  std::vector<std::pair<std::string, std::size_t>> arrays;  // [[name]] seen so far, and how often
+  std::size_t at = 0;
+  for (std::size_t n = 1; n <= line && at <= text.size(); ++n) {
+    const auto end = std::min(text.find('\n', at), text.size());
+    auto l = trim(text.substr(at, end - at));
+    at = end + 1;
+    std::string here;
+    if (l.starts_with("[[")) {
+      const auto close = l.find("]]");
+      const auto name = key_text(l.substr(2, close == std::string_view::npos ? l.size() - 2 : close - 2));
+      if (name.empty())
+        continue;
+      auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& a) { return a.first == name; });
+      if (it == arrays.end())
+        it = arrays.insert(arrays.end(), {name, 0});
+      else
+        ++it->second;
+      table = name + "[" + std::to_string(it->second) + "]";
+      here = table;
+    } else if (l.starts_with("[")) {
+      const auto close = l.find(']');
+      table = key_text(l.substr(1, close == std::string_view::npos ? l.size() - 1 : close - 1));
+      // A sub-table of an array's element ([nodes.extra] after [[nodes]]) continues the element.
+      for (const auto& [name, count] : arrays)
+        if (table.starts_with(name + "."))
+          table = name + "[" + std::to_string(count) + "]" + table.substr(name.size());
+      here = table;
+    } else if (const auto eq = l.find('='); eq != std::string_view::npos) {
+      const auto key = key_text(l.substr(0, eq));
+      if (!key.empty())
+        here = table.empty() ? key : table + "." + key;
+    }
+    if (n == line)
+      return here;
+  }
+  return {};
+}
+
+diagnostic syntax_error(std::string_view text, const std::string& file, const toml::parse_error& e) {
+  const auto& where = e.source();
+  return diagnostic{file, static_cast<std::uint32_t>(where.begin.line), static_cast<std::uint32_t>(where.begin.column),
+                    field_at_line(text, where.begin.line), "syntax error: " + std::string{e.description()}};
+}
+
 toml::source_region file_start() {
   toml::source_region r;
   r.begin = {1, 1};

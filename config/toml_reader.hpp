@@ -37,6 +37,15 @@ class diagnostics {
 /// A region at line 1, column 1: the place of things that are missing from a file.
 toml::source_region file_start();
 
+/// The field a syntax error at `line` (1-based) of `text` belongs to, as the readers name fields
+/// ("model.layers", "nodes[2].count"): the key written on that line under the table header above
+/// it, or the header itself when the error is in one; empty when the line holds neither (the
+/// error is then named by its place alone). Bounded: only the text up to the line is scanned.
+std::string field_at_line(std::string_view text, std::size_t line);
+
+/// The diagnostic of a TOML syntax error: its place, the field of that line, and toml++'s reason.
+diagnostic syntax_error(std::string_view text, const std::string& file, const toml::parse_error& e);
+
 /// "a table", "an integer", ... for messages.
 std::string_view type_name(toml::node_type t);
 

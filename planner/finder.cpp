@@ -288,20 +288,28 @@ std::vector<plan> finder::plans() const {
   return out;
 }
 
-std::string finder::no_plan_reason() const {
-  const auto& hw = target().hardware;
-  const auto& m = target().workload;
+std::string memory_shortfall(const problem& p) {
+  const auto& hw = p.hardware;
+  const auto& m = p.workload;
   const double params = model_parameters(m);
   const double state = params * (2 * m.value_bytes + optimizer_bytes_per_parameter);
   double usable = 0;
   for (const auto& n : hw.nodes)
     usable += static_cast<double>(n.devices.size()) * hw.types[n.type].usable_memory();
+  if (usable >= state)
+    return {};
   char count[32];
   std::snprintf(count, sizeof count, "%.2f B", params / 1e9);
-  if (usable < state)
-    return "the model's " + std::string{count} + " parameters need at least " + format_bytes(state) +
-           " for weights, gradients and optimizer state, and the cluster's " + std::to_string(hw.device_count()) +
-           " devices have " + format_bytes(usable) + " usable in all";
+  return "the model's " + std::string{count} + " parameters need at least " + format_bytes(state) +
+         " for weights, gradients and optimizer state, and the cluster's " + std::to_string(hw.device_count()) +
+         " devices have " + format_bytes(usable) + " usable in all";
+}
+
+std::string finder::no_plan_reason() const {
+  const auto& hw = target().hardware;
+  const auto& m = target().workload;
+  if (auto why = memory_shortfall(target()); !why.empty())
+    return why;
   if (closest_) {
     const auto pl = costs_.make_plan(*closest_->where, closest_->split, closest_->micro_batch, closest_->recompute,
                                      closest_->result);

@@ -33,6 +33,12 @@ struct candidate {
   [[nodiscard]] double score() const noexcept;
 };
 
+/// Why no plan of `p` can exist whatever its layout, from a bound that needs no search: the
+/// weights, gradients and optimizer state of the model against the usable memory of every device
+/// together. Empty when the bound allows a plan. Checked before a search, so that an obviously
+/// infeasible model (20,000 layers on 32 devices) is refused at once rather than after the search.
+[[nodiscard]] std::string memory_shortfall(const problem& p);
+
 /// Evaluates and ranks candidates for one problem.
 ///
 /// Thread-safety: one finder per search; not shared.

@@ -1,10 +1,15 @@
 #include "planner/plan_command.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <charconv>
 #include <cstdio>
 
+#include "common/files.hpp"
 #include "common/text.hpp"
 #include "config/planner_files.hpp"
+#include "planner/cost.hpp"
+#include "planner/plan_file.hpp"
 #include "planner/replan.hpp"
 #include "planner/report.hpp"
 
@@ -60,6 +65,51 @@ void print_plans(std::ostream& out, const problem& p, const std::vector<plan>& p
   out << "(--explain shows every plan's step time term by term and its memory per device)\n";
 }
 
+// `--evaluate FILE`: scores the plans of a file instead of searching.
+int evaluate_command(const plan_command_options& o, const problem& p, std::ostream& out, std::ostream& err) {
+  const auto source = o.evaluate.string();
+  auto text = read_file_bounded(o.evaluate, file_limits::config, "plan file");
+  if (!text) {
+    err << "rekindle plan: " << source << ": " << text.error().message() << "\n";
+    return plan_bad_input;
+  }
+  auto shapes = parse_plan_file(*text, source, p);
+  if (!shapes) {
+    err << "rekindle plan: " << shapes.error().message() << "\n";
+    return plan_bad_input;
+  }
+  std::vector<plan> plans;
+  int code = plan_ok;
+  for (std::size_t i = 0; i < shapes->size(); ++i) {
+    const std::string which = shapes->size() == 1 ? "the plan" : "plan " + std::to_string(i + 1);
+    auto e = evaluate(p, (*shapes)[i]);
+    if (e.has_value()) {
+      plans.push_back(std::move(*e));
+      continue;
+    }
+    const bool too_big = e.error().code() == errc::resource_exhausted;
+    err << "rekindle plan: " << source << ": " << which << (too_big ? " does not fit: " : " is not a plan of this cluster and model: ")
+        << e.error().message() << "\n";
+    code = std::max(code, too_big ? static_cast<int>(plan_infeasible) : static_cast<int>(plan_bad_input));
+  }
+  if (code != plan_ok)
+    return code;
+  if (o.json) {
+    auto j = nlohmann::json::parse(format_json(p, plans, search_stats{}));
+    j.erase("search");
+    j["evaluated"] = source;
+    out << j.dump(2) << "\n";
+    return plan_ok;
+  }
+  out << "rekindle plan: " << describe_problem(p) << "\n";
+  out << "evaluated " << plans.size() << (plans.size() == 1 ? " plan" : " plans") << " from " << source
+      << " (nothing searched; rekindle plan without --evaluate finds the fastest)\n\n";
+  out << format_table(p, plans) << "\n";
+  for (std::size_t i = 0; i < plans.size(); ++i)
+    out << format_explanation(p, plans[i], i + 1, nullptr) << "\n";
+  return plan_ok;
+}
+
 }  // namespace
 
 int plan_command(const plan_command_options& o, std::ostream& out, std::ostream& err) {
@@ -78,6 +128,13 @@ int plan_command(const plan_command_options& o, std::ostream& out, std::ostream&
     return plan_bad_input;
   }
   const auto& p = *built;
+  if (!o.evaluate.empty()) {
+    if (!o.lose.empty()) {
+      err << "rekindle plan: --lose re-plans the best plan of a search; it cannot be given with --evaluate\n";
+      return plan_bad_input;
+    }
+    return evaluate_command(o, p, out, err);
+  }
   std::vector<lost_device> lost;
   for (const auto& text : o.lose) {
     auto l = parse_lost(p, text);
@@ -90,6 +147,7 @@ int plan_command(const plan_command_options& o, std::ostream& out, std::ostream&
   search_options so;
   so.mode = o.mode;
   so.top = std::max<std::uint32_t>(1, o.top);
+  so.budget = std::chrono::seconds{o.budget_seconds};
   auto found = search(p, so);
   if (!found.has_value()) {
     err << "rekindle plan: " << describe_problem(p) << "\n";

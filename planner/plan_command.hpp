@@ -34,9 +34,14 @@ struct plan_command_options {
   std::uint32_t top = 3;
   /// Default: automatic.
   search_mode mode = search_mode::automatic;
+  /// Seconds the search may take before it returns the best plans found so far. Default: 60.
+  std::uint32_t budget_seconds = 60;
   /// Devices to lose after planning, each "NODE" or "NODE:DEVICE"; the report adds the re-plan of
   /// the best plan without them.
   std::vector<std::string> lose;
+  /// A plan file to score instead of searching (planner/plan_file.hpp): every plan in it is
+  /// evaluated term by term against the cluster and model, and nothing is searched. Empty: search.
+  std::filesystem::path evaluate;
 };
 
 /// Reads both files, searches, and writes the report to `out` (errors and reasons to `err`).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <new>
 #include <set>
 
 #include "planner/cost.hpp"
@@ -54,15 +55,20 @@ expected<problem> without(const problem& p, std::span<const lost_device> lost) {
   return out;
 }
 
-expected<replan_result> replan(const problem& p, const plan& current, std::span<const lost_device> lost,
-                               const replan_options& options) {
+namespace {
+
+expected<replan_result> replan_impl(const problem& p, const plan& current, std::span<const lost_device> lost,
+                                    const replan_options& options) {
   const auto start = std::chrono::steady_clock::now();
   RK_RETURN_IF_ERROR(validate(p));
   if (auto check = evaluate(p, current); !check.has_value() && check.error().code() == errc::invalid_argument)
     return check.error().with_context("the current plan does not match the problem");
   RK_ASSIGN_OR_RETURN(auto reduced, without(p, lost));
-  replan_result result;
   const auto& hw = reduced.hardware;
+  if (auto why = detail::memory_shortfall(reduced); !why.empty())
+    return status{errc::resource_exhausted,
+                  "no plan fits the remaining " + std::to_string(hw.device_count()) + " devices: " + why};
+  replan_result result;
   detail::finder f{reduced, options.top, {}};
   f.set_deadline(start + options.budget);
 
@@ -184,6 +190,18 @@ expected<replan_result> replan(const problem& p, const plan& current, std::span<
     result.how += (result.how.empty() ? "" : "; ") + h;
   result.reduced = std::move(reduced);
   return result;
+}
+
+}  // namespace
+
+expected<replan_result> replan(const problem& p, const plan& current, std::span<const lost_device> lost,
+                               const replan_options& options) {
+  try {
+    return replan_impl(p, current, lost, options);
+  } catch (const std::bad_alloc&) {
+    return status{errc::resource_exhausted, "the re-plan ran out of memory on a cluster of " +
+                                                std::to_string(p.hardware.device_count()) + " devices"};
+  }
 }
 
 }  // namespace rekindle::planner

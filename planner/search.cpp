@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <map>
+#include <new>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -742,10 +744,21 @@ std::uint64_t exhaustive_size(const problem& p, std::uint64_t limit) {
   return complete ? std::min(count, limit + 1) : limit + 1;
 }
 
-expected<search_result> search(const problem& p, const search_options& options) {
-  RK_RETURN_IF_ERROR(validate(p));
+namespace {
+
+std::string budget_text(std::chrono::milliseconds b) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(b.count()) / 1000.0);
+  return text;
+}
+
+expected<search_result> search_impl(const problem& p, const search_options& options) {
+  if (auto why = detail::memory_shortfall(p); !why.empty())
+    return status{errc::resource_exhausted, std::move(why)};
   const auto start = std::chrono::steady_clock::now();
   finder f{p, options.top, options.stop};
+  if (options.budget.count() > 0)
+    f.set_deadline(start + options.budget);
   auto mode = options.mode;
   if (mode == search_mode::automatic)
     mode = exhaustive_size(p, options.exhaustive_limit) <= options.exhaustive_limit ? search_mode::exhaustive
@@ -764,11 +777,32 @@ expected<search_result> search(const problem& p, const search_options& options) 
   r.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (f.ranking().empty()) {
     if (r.stats.stopped)
-      return status{errc::aborted, "the search was stopped before it found a plan"};
+      return status{errc::aborted,
+                    options.stop.stop_requested() || options.budget.count() == 0
+                        ? std::string{"the search was stopped before it found a plan"}
+                        : "the search found no plan within its budget of " + budget_text(options.budget) + " (" +
+                              std::to_string(p.workload.layers) + " layers on " +
+                              std::to_string(p.hardware.device_count()) + " devices); allow more with --budget"};
     return status{errc::resource_exhausted, f.no_plan_reason()};
   }
   r.plans = f.plans();
   return r;
+}
+
+}  // namespace
+
+expected<search_result> search(const problem& p, const search_options& options) {
+  RK_RETURN_IF_ERROR(validate(p));
+  try {
+    return search_impl(p, options);
+  } catch (const std::bad_alloc&) {
+    // Every size the files allow is bounded, but the candidates of a search are not counted
+    // ahead: running out of memory is an answer, not an abort.
+    return status{errc::resource_exhausted,
+                  "the search ran out of memory on a cluster of " + std::to_string(p.hardware.device_count()) +
+                      " devices and a model of " + std::to_string(p.workload.layers) +
+                      " layers; search a smaller cluster or fewer micro-batch sizes"};
+  }
 }
 
 }  // namespace rekindle::planner

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <stop_token>
 #include <string_view>
@@ -39,6 +40,10 @@ struct search_options {
   std::uint64_t exhaustive_limit = 200'000;
   /// Ends the search early with the best plans found so far (stats.stopped tells).
   std::stop_token stop;
+  /// Wall time the search may take, then it stops as if `stop` fired: every input ends in bounded
+  /// time (a model of 100,000 thin layers makes every evaluation slow). Zero: no limit.
+  /// Default: 60 s.
+  std::chrono::milliseconds budget{60'000};
 };
 
 struct search_stats {

@@ -148,10 +148,65 @@ TEST(rekindle_plan, no_feasible_plan_exits_3_with_the_reason) {
   EXPECT_NE(r.err.find("the cluster's 2 devices have"), std::string::npos) << r.err;
 }
 
+TEST(rekindle_plan, evaluate_scores_the_plans_of_an_earlier_run_and_gets_the_same_predictions) {
+  testing::temp_dir dir;
+  auto searched = run_process(plan_args({"--json", "--top", "3"}));
+  ASSERT_EQ(searched.exit_code, 0) << searched.err;
+  const auto file = dir.write("plans.json", searched.out);
+  auto scored = run_process(plan_args({"--evaluate", file.string(), "--json"}));
+  ASSERT_EQ(scored.exit_code, 0) << scored.err;
+  const auto before = nlohmann::json::parse(searched.out);
+  const auto after = nlohmann::json::parse(scored.out);
+  EXPECT_FALSE(after.contains("search")) << "nothing was searched";
+  EXPECT_EQ(after["evaluated"], file.string());
+  ASSERT_EQ(after["plans"].size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(after["plans"][i]["shape"], before["plans"][i]["shape"]);
+    EXPECT_NEAR(after["plans"][i]["step_time"].get<double>(), before["plans"][i]["step_time"].get<double>(),
+                1e-9 * before["plans"][i]["step_time"].get<double>());
+  }
+}
+
+TEST(rekindle_plan, evaluate_a_hand_written_plan_term_by_term_or_say_why_it_does_not_fit) {
+  testing::temp_dir dir;
+  // Two replicas of two stages, 8 layers on two A100s and 16 on one H100; devices left to the planner.
+  const auto mine = dir.write("mine.json", R"({"micro_batch_size": 2,
+    "stages": [{"layers": 8, "tensor": 2}, {"layers": 16}],
+    "replicas": [{"stages": [{"node": "a0"}, {"node": "h0"}]}, {"stages": [{"node": "a1"}, {"node": "h1"}]}]})");
+  auto r = run_process(plan_args({"--evaluate", mine.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("evaluated 1 plan from " + mine.string() + " (nothing searched"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plan 1: d=2 p=2 t=[2,1] b=2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stages: 0: layers 0-7 (8), tensor 2; 1: layers 8-23 (16), tensor 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(the last to finish): compute "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("memory per device"), std::string::npos) << r.out;
+  // Every layer on one device, micro-batches of 8, nothing recomputed: past an A100's 80 GB.
+  const auto big = dir.write("big.json", R"({"micro_batch_size": 8, "recompute": false,
+    "stages": [{"layers": 24}], "replicas": [{"stages": [{"node": "a0"}]}]})");
+  auto too_big = run_process(plan_args({"--evaluate", big.string()}));
+  EXPECT_EQ(too_big.exit_code, 3) << too_big.out << too_big.err;
+  EXPECT_TRUE(too_big.out.empty()) << too_big.out;
+  EXPECT_NE(too_big.err.find("rekindle plan: " + big.string() + ": the plan does not fit: "), std::string::npos)
+      << too_big.err;
+  // A misspelt node: bad input, named by its field; --lose needs a search.
+  const auto typo = dir.write("typo.json", R"({"stages": [{"layers": 24}], "replicas": [{"stages": [{"node": "h9"}]}]})");
+  auto bad = run_process(plan_args({"--evaluate", typo.string()}));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(typo.string() + ": replicas[0].stages[0].node: unknown node 'h9' (did you mean 'h0'?)"),
+            std::string::npos) << bad.err;
+  auto both = run_process(plan_args({"--evaluate", typo.string(), "--lose", "h0"}));
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("cannot be given with --evaluate"), std::string::npos) << both.err;
+  auto missing = run_process(plan_args({"--evaluate", (dir.path() / "none.json").string()}));
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("none.json: cannot read plan file"), std::string::npos) << missing.err;
+}
+
 TEST(rekindle_plan, help_lists_the_options) {
   auto r = run_process({rekindle_bin(), "plan", "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* opt : {"--cluster", "--model", "--json", "--explain", "--top", "--search", "--lose", "Exit status: 0"})
+  for (const char* opt :
+       {"--cluster", "--model", "--json", "--explain", "--top", "--search", "--lose", "--evaluate", "Exit status: 0"})
     EXPECT_NE(r.out.find(opt), std::string::npos) << opt << "\n" << r.out;
   auto top = run_process({rekindle_bin(), "--help"});
   EXPECT_EQ(top.exit_code, 0);

@@ -263,8 +263,23 @@ TEST(config, syntax_error_has_position) {
   temp_dir dir;
   auto e = only_error(parse_in(dir, "[[nodes]]\nname = \"n0\nport = 1\n"));
   EXPECT_EQ(e.line, 2u);
-  EXPECT_EQ(e.field, "");
+  EXPECT_EQ(e.field, "nodes[0].name");
   EXPECT_NE(e.message.find("syntax error"), std::string::npos);
+}
+
+TEST(config, a_number_past_64_bits_is_a_syntax_error_naming_its_field) {
+  temp_dir dir;
+  auto e = only_error(parse_in(dir, "[[nodes]]\nname = \"a\"\n\n[[nodes]]\nname = \"b\"\nport = 99999999999999999999999\n"));
+  EXPECT_EQ(e.line, 6u);
+  EXPECT_EQ(e.field, "nodes[1].port");
+  EXPECT_NE(e.message.find("64 bits"), std::string::npos) << e.message;
+  EXPECT_NE(e.to_string().find("nodes[1].port"), std::string::npos) << e.to_string();
+  // A sub-table and a dotted key are named as the readers name them; a line with no key, by place.
+  e = only_error(parse_in(dir, "[job]\nsteps = 10\n[job.extra]\nlimit.max = 1e999999999999\n"));
+  EXPECT_EQ(e.field, "job.extra.limit.max");
+  e = only_error(parse_in(dir, "[job]\nsteps = 10\n= 3\n"));
+  EXPECT_EQ(e.field, "");
+  EXPECT_EQ(e.line, 3u);
 }
 
 TEST(config, cross_field_rules) {

@@ -101,6 +101,17 @@ TEST(plan_cluster_file, syntax_error_names_place) {
   EXPECT_NE(e.message.find("syntax error"), std::string::npos) << e.message;
 }
 
+TEST(plan_model_file, a_number_past_64_bits_names_its_field) {
+  auto e = only_error(parse_plan_model("[model]\nlayers = 99999999999999999999999\n", "m.toml"));
+  EXPECT_EQ(e.line, 2u);
+  EXPECT_EQ(e.field, "model.layers");
+  EXPECT_NE(e.message.find("not representable in 64 bits"), std::string::npos) << e.message;
+  e = only_error(parse_plan_cluster(std::string{small_cluster} + "\n[[nodes]]\nname = \"b\"\ncount = 1" +
+                                        std::string(30, '9') + "\n",
+                                    "c.toml"));
+  EXPECT_EQ(e.field, "nodes[1].count");
+}
+
 TEST(plan_cluster_file, unknown_top_level_table_suggests) {
   auto e = only_error(parse_plan_cluster(std::string{small_cluster} + "[netwrok]\nbandwidth = \"25GB/s\"\n", "c.toml"));
   EXPECT_EQ(e.line, 9u);

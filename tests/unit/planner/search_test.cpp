@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <set>
 
 #include "planner/cost.hpp"
@@ -175,6 +177,47 @@ TEST(planner_search, a_model_too_large_for_the_cluster_gets_a_reason) {
   EXPECT_EQ(r.error().code(), errc::resource_exhausted);
   EXPECT_NE(r.error().message().find("parameters need at least"), std::string::npos) << r.error();
   EXPECT_NE(r.error().message().find("the cluster's 2 devices have 27.9 GiB usable"), std::string::npos) << r.error();
+}
+
+TEST(planner_search, a_model_past_the_memory_bound_is_refused_before_any_search) {
+  // 20,000 layers of a 1.3 B-parameter model's width on 32 devices: refused from the bound alone.
+  // A search that had started would have been stopped by the token and said so instead.
+  std::stop_source source;
+  source.request_stop();
+  search_options o;
+  o.stop = source.get_token();
+  const auto p = make_problem({make_type("a", 312, 80)}, {{0, 8}, {0, 8}, {0, 8}, {0, 8}}, make_model(20000, 2048, 512));
+  for (auto mode : {search_mode::automatic, search_mode::fast, search_mode::exhaustive}) {
+    o.mode = mode;
+    auto r = search(p, o);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), errc::resource_exhausted) << r.error();
+    EXPECT_NE(r.error().message().find("the cluster's 32 devices have"), std::string::npos) << r.error();
+  }
+}
+
+TEST(planner_search, a_search_that_would_run_for_minutes_stops_at_its_budget) {
+  // 100,000 thin layers fit, but every evaluation walks them: without a budget the fast search
+  // ran for more than two minutes here.
+  auto m = make_model(100000, 64, 64);
+  m.heads = 1;
+  m.ffn_hidden = 256;
+  m.seq_len = 128;
+  m.vocab = 1000;
+  const auto p = make_problem({make_type("a", 312, 80)}, {{0, 8}, {0, 8}}, m);
+  search_options o;
+  o.budget = std::chrono::milliseconds{300};
+  const auto start = std::chrono::steady_clock::now();
+  auto r = search(p, o);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(took, std::chrono::seconds{60}) << "bounded by the budget, with room for one slow evaluation";
+  if (r.has_value()) {
+    EXPECT_TRUE(r->stats.stopped);
+    check_plans(p, *r);
+  } else {
+    EXPECT_EQ(r.error().code(), errc::aborted) << r.error();
+    EXPECT_NE(r.error().message().find("within its budget of 0.3 s"), std::string::npos) << r.error();
+  }
 }
 
 TEST(planner_search, enough_memory_in_total_but_no_plan_fits_names_the_closest) {
