@@ -314,8 +314,14 @@ caf::behavior supervisor_actor::make_behavior() {
                                   loaded->job->config_source + "); the job resumes with the new one");
     restore_recoveries();
     // The restart limits count on from the restarts counted before.
+    // The epochs of the reloaded world: the copies the nodes report of any of them count.
+    auto since = store_->world_since();
+    if (!since)
+      spdlog::warn("the epochs of the reloaded world could not be read ({}): only copies of epoch {} count",
+                   since.error().message(), store_->epoch().value());
     execute(policy_.recover_after_restart(store_->epoch(), std::move(placement), step_t{step}, restarts,
-                                          static_cast<std::uint32_t>(loaded->total_restarts)));
+                                          static_cast<std::uint32_t>(loaded->total_restarts),
+                                          since ? *since : std::nullopt));
     open_recovery("supervisor restarted", {}, ctx_->node);
   } else {
     put_job(storage::job_state::created, "");

@@ -13,6 +13,14 @@ void snapshot_registry::begin_epoch(epoch_t e, std::uint32_t world, bool renumbe
   copies_[gen_].world = world;
 }
 
+void snapshot_registry::begin_world(epoch_t first, epoch_t last, std::uint32_t world) {
+  ++gen_;
+  const auto from = std::max(first.value(), last.value() >= max_adopted_epochs ? last.value() - max_adopted_epochs + 1 : 0);
+  for (auto e = from; e <= last.value(); ++e)
+    gen_of_epoch_[epoch_t{e}] = gen_;
+  copies_[gen_].world = world;
+}
+
 void snapshot_registry::set_up(node_id n, bool up) {
   if (n.value() >= up_.size())
     return;

@@ -74,6 +74,11 @@ class snapshot_registry {
   /// (the first world, a resize): a new world generation, whose copies are kept apart. Copies
   /// reported with an epoch the registry was not told of record nothing.
   void begin_epoch(epoch_t e, std::uint32_t world, bool renumbered);
+  /// A new world generation of `world` ranks whose epochs are `first` to `last`: after a restart
+  /// of the supervisor, the epochs of the reloaded world (storage's world_since) whose copies the
+  /// nodes report again. At most `max_adopted_epochs` of them, the newest.
+  void begin_world(epoch_t first, epoch_t last, std::uint32_t world);
+  static constexpr std::uint64_t max_adopted_epochs = 1u << 16;
   /// Whether epoch `e` belongs to the current world generation (the ranks numbered as now).
   [[nodiscard]] bool current_world(epoch_t e) const {
     const auto it = gen_of_epoch_.find(e);

@@ -927,7 +927,8 @@ std::vector<policy_action> supervisor_policy::restart_epoch(const std::string& w
 std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement,
                                                                    step_t step,
                                                                    const std::map<rank_id, std::uint32_t>& restarts,
-                                                                   std::uint32_t total_restarts) {
+                                                                   std::uint32_t total_restarts,
+                                                                   std::optional<epoch_t> world_since) {
   restarts_ = total_restarts;
   for (const auto& [r, n] : restarts)
     ranks_[r].restarts = n;
@@ -936,8 +937,11 @@ std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last
   step_ = step;
   state_ = job_state::waiting_for_nodes;
   first_return_.reset();
-  // Copies of rank states the nodes report again belong to the reloaded epoch's world.
-  copies_.begin_epoch(epoch_, static_cast<std::uint32_t>(placement_.size()), true);
+  // Copies of rank states the nodes report again belong to the reloaded world: those written in
+  // any of its epochs (a rank's slot and its buddy's replica keep steps of earlier epochs of the
+  // same world, the committed one among them).
+  const auto first = world_since && *world_since <= last_epoch ? *world_since : last_epoch;
+  copies_.begin_world(first, last_epoch, static_cast<std::uint32_t>(placement_.size()));
   for (const auto& s : placement_)
     ranks_[s.rank];
   return {note_event{"supervisor_restarted",

@@ -300,10 +300,13 @@ class supervisor_policy {
   /// After the supervisor's own restart (or a takeover): the reloaded epoch, placement and restart
   /// counts (by rank, and of the whole job: the limits count on from them); starts a new epoch once
   /// the nodes return. A node of the placement that has not returned `node_timeout` after the
-  /// first one did is lost: its ranks move to a spare, or the world shrinks.
+  /// first one did is lost: its ranks move to a spare, or the world shrinks. The copies the nodes
+  /// report again count for the reloaded world when written in an epoch from `world_since` (the
+  /// first epoch that numbered the ranks as the reloaded placement does) to `last_epoch`.
   std::vector<policy_action> recover_after_restart(epoch_t last_epoch, std::vector<rank_slot> placement, step_t step,
                                                    const std::map<rank_id, std::uint32_t>& restarts = {},
-                                                   std::uint32_t total_restarts = 0);
+                                                   std::uint32_t total_restarts = 0,
+                                                   std::optional<epoch_t> world_since = std::nullopt);
 
  private:
   struct rank_state {

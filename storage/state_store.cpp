@@ -390,6 +390,30 @@ struct state_store::impl {
     return from_rocksdb(it->status(), "state store " + dir.string() + ": scan of '" + std::string{prefix} + "'");
   }
 
+  // Calls fn(key, value) for the keys with `prefix`, newest first, until it returns false or fails.
+  template <class Fn>
+  status scan_backward(std::string_view prefix, Fn&& fn) const {
+    if (!db)
+      return closed();
+    const std::string lower_key{prefix};
+    const rocksdb::Slice lower{lower_key};
+    rocksdb::ReadOptions ro;
+    ro.iterate_lower_bound = &lower;
+    std::unique_ptr<rocksdb::Iterator> it{db->NewIterator(ro)};
+    for (it->SeekForPrev(prefix_end(prefix)); it->Valid(); it->Prev()) {
+      const auto k = it->key();
+      if (!k.starts_with(rocksdb::Slice{prefix.data(), prefix.size()}))
+        continue;  // the bound itself
+      const auto v = it->value();
+      expected<bool> more = fn(std::string_view{k.data(), k.size()}, std::string_view{v.data(), v.size()});
+      if (!more)
+        return std::move(more).error();
+      if (!*more)
+        return {};
+    }
+    return from_rocksdb(it->status(), "state store " + dir.string() + ": backward scan of '" + std::string{prefix} + "'");
+  }
+
   // The newest key with `prefix`, or nullopt.
   expected<std::optional<std::pair<std::string, std::string>>> last_with_prefix(std::string_view prefix) const {
     if (!db)
@@ -569,6 +593,25 @@ expected<std::optional<membership>> state_store::latest_membership() const {
     return std::optional<membership>{};
   RK_ASSIGN_OR_RETURN(auto m, decode_membership(last->second, describe_key(last->first)));
   return std::optional<membership>{std::move(m)};
+}
+
+expected<std::optional<epoch_t>> state_store::world_since() const {
+  std::optional<std::vector<rank_id>> newest;
+  std::optional<epoch_t> since;
+  RK_RETURN_IF_ERROR(impl_->scan_backward(prefix_member, [&](std::string_view k, std::string_view v) -> expected<bool> {
+    RK_ASSIGN_OR_RETURN(auto m, decode_membership(v, describe_key(k)));
+    std::vector<rank_id> ids;
+    ids.reserve(m.ranks.size());
+    for (const auto& r : m.ranks)
+      ids.push_back(r.rank);
+    if (!newest)
+      newest = std::move(ids);
+    else if (ids != *newest)
+      return false;
+    since = m.epoch;
+    return true;
+  }));
+  return since;
 }
 
 // ---- ranks ----

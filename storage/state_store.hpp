@@ -289,6 +289,10 @@ class state_store {
   [[nodiscard]] status put_membership(membership m);
   /// The world of the newest epoch that has one, or nullopt.
   [[nodiscard]] expected<std::optional<membership>> latest_membership() const;
+  /// The oldest epoch of the newest run of stored worlds that number their ranks as the newest
+  /// does (the same rank ids): the epochs whose snapshots a restarted supervisor may restore as
+  /// the current world's. nullopt when no world is stored.
+  [[nodiscard]] expected<std::optional<epoch_t>> world_since() const;
 
   // ---- per-rank counters ----
 

@@ -467,6 +467,41 @@ TEST(supervisor_policy, a_restarted_supervisor_starts_a_new_epoch_once_nodes_ret
   EXPECT_EQ(start[0].sources[0].where, copy_kind::buddy_replica);
 }
 
+// The committed step was written in an earlier epoch of the same world (the ranks restored it and
+// trained on, one rank failing and restarting in place): a restarted supervisor must count the
+// copies of that epoch, or it restarts from scratch while every node holds the step.
+TEST(supervisor_policy, a_restarted_supervisor_counts_copies_of_every_epoch_of_the_reloaded_world) {
+  fake_clock clock;
+  std::vector<rank_slot> placement{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}};
+  const auto restart = [&](supervisor_policy& p, std::optional<epoch_t> since) {
+    (void)p.recover_after_restart(epoch_t{7}, placement, step_t{50}, {}, 0, since);
+    for (std::uint32_t n = 0; n < 2; ++n)
+      (void)p.on_node_up(node_id{n});
+    // n0's daemon restarted with empty slots; n1 still holds its rank's slot and n0's replicas,
+    // all written in epoch 6. Rank 1 also wrote step 55 in epoch 7, not yet replicated.
+    p.on_snapshot({epoch_t{6}, rank_id{0}, step_t{50}, node_id{1}, copy_kind::buddy_replica});
+    p.on_snapshot({epoch_t{6}, rank_id{1}, step_t{50}, node_id{1}, copy_kind::local_slot});
+    p.on_snapshot({epoch_t{7}, rank_id{1}, step_t{55}, node_id{1}, copy_kind::local_slot});
+    (void)p.on_holdings_reported(node_id{0});
+    (void)p.on_holdings_reported(node_id{1});
+    std::vector<policy_action> last;
+    for (std::uint32_t r = 0; r < 2; ++r)
+      last = p.on_rank_ready(rank_id{r}, p.epoch());
+    return all_of<start_epoch>(last);
+  };
+  supervisor_policy p{two_nodes(), clock};
+  auto start = restart(p, epoch_t{5});
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{50}) << "epoch 6 is of the reloaded world (it began in 5)";
+  EXPECT_EQ(start[0].sources[0].where, copy_kind::buddy_replica);
+  EXPECT_EQ(start[0].sources[1].where, copy_kind::local_slot);
+  // Without the world's first epoch, only the reloaded epoch's copies count (an older store).
+  supervisor_policy q{two_nodes(), clock};
+  start = restart(q, std::nullopt);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{0});
+}
+
 TEST(supervisor_policy, a_collective_error_without_a_culprit_restarts_everyone_after_the_hang_timeout) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};

@@ -165,6 +165,27 @@ TEST_F(store_fixture, membership_per_epoch) {
   EXPECT_EQ((*latest)->ranks.size(), 3u);
 }
 
+TEST_F(store_fixture, the_reloaded_world_begins_at_the_oldest_epoch_that_numbers_its_ranks_alike) {
+  auto s = open();
+  EXPECT_FALSE(s->world_since()->has_value()) << "no world stored";
+  // Epochs 1-2: 4 ranks; 3: 3 ranks (a lost node, no spare); 4 has no world (it never started);
+  // 5-6: 4 ranks again, placed differently in 6 (a spare took a node's ranks: same numbering).
+  for (const auto& [e, n] : std::vector<std::pair<std::uint64_t, std::uint32_t>>{{1, 4}, {2, 4}, {3, 3}, {5, 4}, {6, 4}}) {
+    while (s->epoch() < epoch_t{e})
+      ASSERT_TRUE(s->put_epoch(s->epoch().next()).ok());
+    auto m = world(epoch_t{e}, n);
+    if (e == 6)
+      m.ranks[0].node = node_id{9};
+    ASSERT_TRUE(s->put_membership(m).ok());
+  }
+  auto since = s->world_since();
+  ASSERT_TRUE(since.has_value()) << since.to_status();
+  EXPECT_EQ(*since, epoch_t{5}) << "epochs 5 and 6 number 4 ranks alike; 3 numbered 3";
+  ASSERT_TRUE(s->put_epoch(s->epoch().next()).ok());
+  ASSERT_TRUE(s->put_membership(world(epoch_t{7}, 2)).ok());
+  EXPECT_EQ(*s->world_since(), epoch_t{7});
+}
+
 TEST_F(store_fixture, restart_counters_and_snapshot_steps) {
   {
     auto s = open();
