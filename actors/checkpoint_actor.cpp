@@ -89,6 +89,8 @@ checkpoint_actor::checkpoint_actor(caf::actor_config& cfg, node_context* ctx, st
 
 caf::behavior checkpoint_actor::make_behavior() {
   ctx_->bridge->expose("checkpoint", this);
+  // Connections to other daemons end (a partition, a restart): the peer ids kept for them must go.
+  ctx_->bridge->watch_peers(this);
   return {
       [this](const envelope&, const snapshot_taken& s) {
         if (s.local_index >= slots_.size())
@@ -175,7 +177,17 @@ caf::behavior checkpoint_actor::make_behavior() {
       [this](const peer_event& e) {
         if (e.up)
           return;
+        // The next request to that daemon connects again; those sent on the lost connection fail.
         std::erase_if(peers_, [&](const auto& p) { return p.second == e.peer; });
+        for (auto it = forwarded_.begin(); it != forwarded_.end();) {
+          if (it->second.holder == e.peer) {
+            reply_error(it->second.requester, it->second.requester_actor, it->second.requester_id,
+                        "the connection to the holder " + e.name + " ended: " + e.reason);
+            it = forwarded_.erase(it);
+          } else {
+            ++it;
+          }
+        }
       },
       [this](const job_finished&) {},
       [this](const checkpoint_continuation& c) { c.fn(this); },
@@ -498,6 +510,8 @@ void checkpoint_actor::forward(const envelope& from, const state_request& r) {
       }
       return;
     }
+    if (auto it = forwarded_.find(id); it != forwarded_.end())
+      it->second.holder = *p;
     ctx_->bridge->send(*p, "checkpoint", "checkpoint", out);
   });
 }

@@ -61,6 +61,9 @@ class checkpoint_actor : public caf::event_based_actor {
     transport::peer_id requester;
     std::string requester_actor;
     std::uint64_t requester_id = 0;
+    /// The holder's daemon it went to, once connected: a request to a peer that goes down is
+    /// answered with an error at once instead of never.
+    std::optional<transport::peer_id> holder;
   };
 
   void replicate(std::uint32_t local_index, const policy::copy_tag& c);
