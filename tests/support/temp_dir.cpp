@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <system_error>
 
 namespace rekindle::testing {
@@ -20,6 +21,9 @@ temp_dir::temp_dir(std::string_view prefix) {
 }
 
 temp_dir::~temp_dir() {
+  // REKINDLE_KEEP_TEMP=1 keeps every test's directory (logs, data, events) to look at afterwards.
+  if (const char* keep = std::getenv("REKINDLE_KEEP_TEMP"); keep != nullptr && std::string_view{keep} == "1")
+    return;
   std::error_code ec;
   fs::remove_all(path_, ec);
 }
