@@ -286,6 +286,7 @@ class ring_communicator::impl {
       sender_ = detail::make_ucx_sender(worker(), right_ep, gen_);
     }
     // From the left: our mailbox, or tag receives plus an endpoint for the fins.
+    shm_only_ = right_local_ && left_local;
     if (left_local) {
       receiver_ = detail::make_shm_receiver(*mailbox_);
     } else {
@@ -524,8 +525,11 @@ class ring_communicator::impl {
             c < chunks_of(steps[static_cast<std::size_t>(t + 1)].send_len))
           ready_sends.emplace_back(t + 1, c);
       }
-      while (ucp_worker_progress(worker()) != 0)
-        progressed = true;
+      // Chunks between same-host neighbours move through mapped memory, not UCX: its progress (a
+      // system call per try on the TCP transport) is needed only while nothing else moves.
+      if (!shm_only_ || !progressed)
+        while (ucp_worker_progress(worker()) != 0)
+          progressed = true;
       if (auto s = sender_->error(); !s.ok())
         return fail(s.with_context("rank " + std::to_string(rank_)));
       if (auto s = receiver_->error(); !s.ok())
@@ -601,6 +605,8 @@ class ring_communicator::impl {
   bool left_force_ = false;
   bool connected_ = false;
   bool right_local_ = false;
+  /// Both neighbours on this host: every chunk goes through mailboxes.
+  bool shm_only_ = false;
   std::uint32_t seq_ = 0;
   std::atomic<bool> aborted_{false};
   status broken_;
