@@ -30,6 +30,7 @@ transport::messenger_options messenger_options_for(const config::spec& spec, nod
       std::max<std::uint64_t>(spec.transport.max_frame_size, 2 * training::snapshot_capacity(spec) + (1 << 20));
   mo.net_devices = spec.transport.net_devices;
   mo.tls = spec.transport.tls;
+  mo.spin = spec.transport.spin;
   return mo;
 }
 

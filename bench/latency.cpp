@@ -2,11 +2,13 @@
 // active messages over TCP on loopback, with framing, checksums and the token handshake done),
 // next to ucx_perftest's UCP active-message latency on the same transport, in the same run.
 //
-//   latency [--iters 20000] [--size 8] [--runs 5] [--json] [--no-baseline]
+//   latency [--iters 20000] [--size 8] [--runs 5] [--spin US] [--json] [--no-baseline]
 //
 // The ping-pong runs between the two messengers' loop threads: a frame arrives, the handler
 // sends the next one. Reported: median and 99th percentile of the round trip over all
-// iterations (median over --runs), and ucx_perftest's median one-way latency times two.
+// iterations (median over --runs), and ucx_perftest's median one-way latency times two. --spin sets
+// how long both loops poll after a message before they block (transport.spin; the messenger's own
+// default, 200 us, unless given; the daemons' and workers' default is 0).
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -22,6 +24,7 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -37,9 +40,12 @@ using clock_type = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 const std::string token = "latency-benchmark-token-0123456789";
+std::optional<std::chrono::microseconds> spin;
 
 messenger_options base_options() {
   messenger_options o;
+  if (spin)
+    o.spin = *spin;
   o.token = token;
   o.net_devices = "lo";
   o.tls = "tcp,self";
@@ -160,9 +166,10 @@ int main(int argc, char** argv) {
     else if (a == "--runs") runs = std::stoi(next());
     else if (a == "--json") json = true;
     else if (a == "--no-baseline") baseline = false;
+    else if (a == "--spin") spin = std::chrono::microseconds{std::stoll(next())};
     else if (a == "--server") server_port_file = next();
     else if (a == "--help" || a == "-h") {
-      std::cout << "usage: latency [--iters 20000] [--size 8] [--runs 5] [--json] [--no-baseline]\n";
+      std::cout << "usage: latency [--iters 20000] [--size 8] [--runs 5] [--spin US] [--json] [--no-baseline]\n";
       return 0;
     } else {
       std::cerr << "latency: unknown argument '" << a << "' (see --help)\n";
@@ -176,7 +183,11 @@ int main(int argc, char** argv) {
   const pid_t server = fork();
   if (server == 0) {
     const auto self = fs::read_symlink("/proc/self/exe").string();
-    execl(self.c_str(), self.c_str(), "--server", port_file.c_str(), static_cast<char*>(nullptr));
+    const auto spin_us = std::to_string(spin ? spin->count() : -1);
+    if (spin)
+      execl(self.c_str(), self.c_str(), "--spin", spin_us.c_str(), "--server", port_file.c_str(), static_cast<char*>(nullptr));
+    else
+      execl(self.c_str(), self.c_str(), "--server", port_file.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
   const auto deadline = clock_type::now() + std::chrono::seconds{30};
@@ -216,15 +227,17 @@ int main(int argc, char** argv) {
   }
   if (json) {
     nlohmann::json j{{"benchmark", "latency"}, {"payload_bytes", size}, {"iterations", iters}, {"runs", runs},
+                     {"spin_us", spin ? spin->count() : std::chrono::duration_cast<std::chrono::microseconds>(messenger_options{}.spin).count()},
                      {"messenger_rtt_median_us", ours}, {"messenger_rtt_p99_us", ours_p99}};
     if (perf)
       j["ucx_perftest_rtt_median_us"] = *perf;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
+  const auto spin_used = spin ? *spin : std::chrono::duration_cast<std::chrono::microseconds>(messenger_options{}.spin);
   std::printf("control-message round trip, %zu-byte payload, two processes over TCP on loopback (median of %d runs "
-              "of %d)\n",
-              size, runs, iters);
+              "of %d), polling %lld us after each message\n",
+              size, runs, iters, static_cast<long long>(spin_used.count()));
   std::printf("  messenger (framing, checksum, authenticated peers)  median %7.1f us   p99 %7.1f us\n", ours, ours_p99);
   if (perf)
     std::printf("  ucx_perftest ucp_am_lat (2 x one-way median)         median %7.1f us   ratio %.2fx\n", *perf,

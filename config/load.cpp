@@ -699,6 +699,7 @@ void read_transport(context& ctx, const toml::table& root, spec& s) {
   t.chunk_size = r.size("chunk_size", t.chunk_size, 4096, 256ull << 20);
   t.net_devices = r.string("net_devices", t.net_devices);
   t.tls = r.string("tls", t.tls);
+  t.spin = r.duration("spin", t.spin, std::chrono::nanoseconds::zero(), std::chrono::milliseconds{10});
   r.finish();
 }
 
@@ -989,7 +990,8 @@ std::string to_toml(const spec& s) {
     << "max_frame_size = " << quote(size_to_string(s.transport.max_frame_size)) << "\n"
     << "chunk_size = " << quote(size_to_string(s.transport.chunk_size)) << "\n"
     << "net_devices = " << quote(s.transport.net_devices) << "\n"
-    << "tls = " << quote(s.transport.tls) << "\n";
+    << "tls = " << quote(s.transport.tls) << "\n"
+    << "spin = " << quote(duration_to_string(s.transport.spin)) << "\n";
   o << "\n[daemon]\n"
     << "data_dir = " << quote(s.daemon.data_dir.string()) << "\n"
     << "actor_threads = " << s.daemon.actor_threads << "\n"

@@ -48,6 +48,7 @@ TEST(config, minimal_file_gets_documented_defaults) {
   EXPECT_EQ(s.timeouts.heartbeat, 100ms);
   EXPECT_EQ(s.timeouts.node, 1s);
   EXPECT_EQ(s.transport.max_frame_size, 16u << 20);
+  EXPECT_EQ(s.transport.spin, 0ns) << "the control plane blocks at once: it shares the cores with training";
   EXPECT_EQ(s.daemon.data_dir, dir.path() / "rekindle-data");
   EXPECT_EQ(s.checkpoint.directory, dir.path() / "rekindle-data" / "checkpoints");
   EXPECT_TRUE(r.warnings.empty());
@@ -314,6 +315,9 @@ TEST(config, bad_duration_and_size_strings) {
   e = only_error(parse_in(dir, std::string{two_nodes} + "\n[transport]\nmax_frame_size = \"1KiB\"\n"));
   EXPECT_EQ(e.field, "transport.max_frame_size");
   EXPECT_EQ(e.message, "must be between 4KiB and 1GiB, got 1KiB");
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[transport]\nspin = \"1s\"\n"));
+  EXPECT_EQ(e.field, "transport.spin");
+  EXPECT_EQ(e.message, "must be between 0ns and 10ms, got 1s");
 }
 
 TEST(config, a_job_command_is_checked_where_it_is_written) {
