@@ -21,6 +21,32 @@ void snapshot_registry::begin_world(epoch_t first, epoch_t last, std::uint32_t w
   copies_[gen_].world = world;
 }
 
+void snapshot_registry::holder_list::insert(holder h) {
+  const auto at = std::lower_bound(begin(), end(), h);
+  if (at != end() && *at == h)
+    return;
+  const auto pos = static_cast<std::size_t>(at - begin());
+  if (n_ == inline_capacity)
+    spill_.assign(inline_.begin(), inline_.end());
+  if (n_ >= inline_capacity) {
+    spill_.insert(spill_.begin() + static_cast<std::ptrdiff_t>(pos), h);
+  } else {
+    std::move_backward(inline_.begin() + pos, inline_.begin() + n_, inline_.begin() + n_ + 1);
+    inline_[pos] = h;
+  }
+  ++n_;
+}
+
+void snapshot_registry::holder_list::resize(std::size_t k) {
+  if (n_ > inline_capacity && k <= inline_capacity) {
+    std::copy(spill_.begin(), spill_.begin() + static_cast<std::ptrdiff_t>(k), inline_.begin());
+    spill_.clear();
+  } else if (k > inline_capacity) {
+    spill_.resize(k);
+  }
+  n_ = static_cast<std::uint32_t>(k);
+}
+
 void snapshot_registry::set_up(node_id n, bool up) {
   if (n.value() >= up_.size())
     return;
@@ -34,7 +60,7 @@ void snapshot_registry::forget_node(node_id n) {
   for (auto& [gen, w] : copies_)
     for (auto& steps : w.ranks)
       std::erase_if(steps, [&](step_copies& c) {
-        std::erase_if(c.holders, [&](const holder& h) { return h.node == n; });
+        c.holders.erase_if([&](const holder& h) { return h.node == n; });
         return c.holders.empty();
       });
 }
@@ -51,9 +77,7 @@ bool snapshot_registry::live(const step_copies& c) const {
 void snapshot_registry::record(rank_copies& steps, std::uint32_t gen, step_t s, holder h) {
   auto it = std::lower_bound(steps.begin(), steps.end(), s, [](const step_copies& c, step_t x) { return c.step < x; });
   if (it != steps.end() && it->step == s) {
-    auto& hs = it->holders;
-    if (const auto at = std::lower_bound(hs.begin(), hs.end(), h); at == hs.end() || *at != h)
-      hs.insert(at, h);
+    it->holders.insert(h);
     return;
   }
   // The oldest steps make room, except the committed one: the slots keep it too. When the oldest
@@ -64,12 +88,12 @@ void snapshot_registry::record(rank_copies& steps, std::uint32_t gen, step_t s, 
     auto reused = std::move(steps.front());
     steps.erase(steps.begin());
     reused.step = s;
-    reused.holders.assign(1, h);
+    reused.holders.assign(h);
     it = std::lower_bound(steps.begin(), steps.end(), s, [](const step_copies& c, step_t x) { return c.step < x; });
     steps.insert(it, std::move(reused));
     return;
   }
-  steps.insert(it, step_copies{s, {h}});
+  steps.insert(it, step_copies{s, holder_list{h}});
   for (auto x = steps.begin(); steps.size() > reported_steps_kept_per_rank && x != steps.end();)
     x = kept && x->step == *kept ? std::next(x) : steps.erase(x);
 }
@@ -148,7 +172,7 @@ void snapshot_registry::forget_copy(std::uint32_t gen, rank_id r, step_t step, h
   auto it = std::lower_bound(steps.begin(), steps.end(), step, [](const step_copies& c, step_t x) { return c.step < x; });
   if (it == steps.end() || it->step != step)
     return;
-  std::erase(it->holders, h);
+  it->holders.erase(h);
   if (it->holders.empty())
     steps.erase(it);
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -149,10 +150,53 @@ class snapshot_registry {
     copy_kind where = copy_kind::local_slot;
     auto operator<=>(const holder&) const = default;
   };
-  /// One step of one rank: who holds it (sorted, each once).
+  /// The holders of one copy, sorted, each once: a few (its own node's slot and a buddy's replica,
+  /// rarely more), kept inline; a longer list moves to the heap. A snapshot of 16,384 ranks records
+  /// 16,384 of them at once, and a heap list each was a third of a simulated replay.
+  class holder_list {
+   public:
+    holder_list() = default;
+    explicit holder_list(holder h) : n_(1) { inline_[0] = h; }
+    [[nodiscard]] const holder* begin() const noexcept { return data(); }
+    [[nodiscard]] const holder* end() const noexcept { return data() + n_; }
+    [[nodiscard]] bool empty() const noexcept { return n_ == 0; }
+    [[nodiscard]] std::size_t size() const noexcept { return n_; }
+    /// Adds `h` in order unless it is there.
+    void insert(holder h);
+    /// Removes the holders `pred` holds for.
+    template <class Pred>
+    void erase_if(Pred pred) {
+      holder* d = data();
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < n_; ++i)
+        if (!pred(d[i]))
+          d[k++] = d[i];
+      resize(k);
+    }
+    void erase(holder h) {
+      erase_if([&](const holder& x) { return x == h; });
+    }
+    /// Just `h`.
+    void assign(holder h) {
+      spill_.clear();
+      n_ = 1;
+      inline_[0] = h;
+    }
+
+   private:
+    static constexpr std::size_t inline_capacity = 3;
+    [[nodiscard]] holder* data() noexcept { return n_ > inline_capacity ? spill_.data() : inline_.data(); }
+    [[nodiscard]] const holder* data() const noexcept { return n_ > inline_capacity ? spill_.data() : inline_.data(); }
+    void resize(std::size_t k);
+    std::array<holder, inline_capacity> inline_{};
+    std::uint32_t n_ = 0;
+    /// All the holders once there are more than inline_capacity.
+    std::vector<holder> spill_;
+  };
+  /// One step of one rank: who holds it.
   struct step_copies {
     step_t step;
-    std::vector<holder> holders;
+    holder_list holders;
   };
   /// A rank's steps, oldest first (a few: the window bounds them).
   using rank_copies = std::vector<step_copies>;
