@@ -53,8 +53,8 @@ supervisor_policy::supervisor_policy(policy_config config, const clock& time)
     : config_(std::move(config)), clock_(time), nodes_(config_.nodes.size()), copies_(config_.nodes.size()) {}
 
 std::uint32_t supervisor_policy::restarts_of(rank_id r) const {
-  auto it = ranks_.find(r);
-  return it == ranks_.end() ? 0 : it->second.restarts;
+  const auto* it = ranks_.find(r);
+  return it == nullptr ? 0 : it->restarts;
 }
 
 bool supervisor_policy::node_up(node_id n) const {
@@ -157,6 +157,30 @@ std::chrono::nanoseconds supervisor_policy::backoff_for(std::uint32_t restarts) 
   return std::min(d, config_.backoff_max);
 }
 
+supervisor_policy::rank_state& supervisor_policy::rank_table::operator[](rank_id r) {
+  RK_CHECK_LT(r.value(), max_rank_id, "rank id out of range");
+  if (r.value() >= present_.size()) {
+    states_.resize(r.value() + 1);
+    present_.resize(r.value() + 1, 0);
+  }
+  if (!present_[r.value()]) {
+    present_[r.value()] = 1;
+    states_[r.value()] = rank_state{};
+  }
+  return states_[r.value()];
+}
+
+void supervisor_policy::rank_table::keep_only(std::span<const rank_slot> placement) {
+  std::vector<std::uint8_t> keep(present_.size(), 0);
+  for (const auto& s : placement)
+    if (s.rank.value() < keep.size())
+      keep[s.rank.value()] = 1;
+  for (std::size_t i = 0; i < present_.size(); ++i)
+    present_[i] = present_[i] && keep[i];
+  for (const auto& s : placement)
+    (void)(*this)[s.rank];
+}
+
 void supervisor_policy::fail(std::vector<policy_action>& out, const std::string& why) {
   state_ = job_state::failed;
   reason_ = why;
@@ -182,30 +206,10 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
     r.ready_epoch.reset();
     r.last_progress = now;
   };
-  if (std::is_sorted(placement_.begin(), placement_.end(), [](const rank_slot& a, const rank_slot& b) { return a.rank < b.rank; })) {
-    // The usual case, the placement in rank order like the map: one merge walk keeps the records
-    // of ranks that stay and drops the others, with no new map (16,384 nodes freed and made
-    // again at every epoch were a tenth of a simulated replay).
-    auto it = ranks_.begin();
-    for (const auto& s : placement_) {
-      while (it != ranks_.end() && it->first < s.rank)
-        it = ranks_.erase(it);
-      if (it == ranks_.end() || it->first != s.rank)
-        it = ranks_.emplace_hint(it, s.rank, rank_state{});
-      fresh(it->second);
-      ++it;
-    }
-    ranks_.erase(it, ranks_.end());
-  } else {
-    std::map<rank_id, rank_state> kept;
-    for (const auto& s : placement_) {
-      auto& r = kept[s.rank];
-      if (auto it = ranks_.find(s.rank); it != ranks_.end())
-        r = it->second;
-      fresh(r);
-    }
-    ranks_ = std::move(kept);
-  }
+  // The records of ranks that stay are kept (their restart counts), the others dropped.
+  ranks_.keep_only(placement_);
+  for (const auto& slot : placement_)
+    fresh(ranks_[slot.rank]);
   ready_ = 0;
   ready_counted_ = epoch_;
   completed_.clear();
@@ -446,10 +450,10 @@ std::vector<policy_action> supervisor_policy::on_rank_ready(rank_id r, epoch_t e
   std::vector<policy_action> out;
   if (state_ != job_state::rendezvous || e != epoch_)
     return out;
-  auto it = ranks_.find(r);
-  if (it == ranks_.end())
+  auto* it = ranks_.find(r);
+  if (it == nullptr)
     return out;
-  mark_ready(it->second, e);
+  mark_ready(*it, e);
   maybe_start(out);
   return out;
 }
@@ -519,10 +523,10 @@ void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
   start_step_ = start.restore_step;
   step_ = start.restore_step;
   const auto now = clock_.now();
-  for (auto& [rank, r] : ranks_) {
+  ranks_.for_each([&](rank_id, rank_state& r) {
     r.step = start.restore_step;
     r.last_progress = now;
-  }
+  });
   out.push_back(note_event{"started",
                            "epoch " + std::to_string(epoch_.value()) + ": " + std::to_string(world()) +
                                " ranks train from step " + std::to_string(start.restore_step.value()),
@@ -543,16 +547,16 @@ std::vector<policy_action> supervisor_policy::on_rank_failed(rank_id r, epoch_t 
   std::vector<policy_action> out;
   if (e != epoch_ || !active(state_))
     return out;
-  auto it = ranks_.find(r);
-  if (it == ranks_.end())
+  auto* it = ranks_.find(r);
+  if (it == nullptr)
     return out;
-  ++it->second.restarts;
-  ++it->second.quick_failures;
+  ++it->restarts;
+  ++it->quick_failures;
   ++restarts_;
   out.push_back(record_restart{r});
   out.push_back(note_event{"rank_failed", "rank " + std::to_string(r.value()) + ": " + why, r, {}});
-  if (it->second.restarts > config_.max_restarts_per_rank) {
-    fail(out, "rank " + std::to_string(r.value()) + " failed " + std::to_string(it->second.restarts) + " times (limit " +
+  if (it->restarts > config_.max_restarts_per_rank) {
+    fail(out, "rank " + std::to_string(r.value()) + " failed " + std::to_string(it->restarts) + " times (limit " +
                   std::to_string(config_.max_restarts_per_rank) + "); last: " + why);
     return out;
   }
@@ -583,13 +587,13 @@ std::vector<policy_action> supervisor_policy::on_progress(rank_id r, epoch_t e, 
   std::vector<policy_action> out;
   if (e != epoch_ || state_ != job_state::running)
     return out;
-  auto it = ranks_.find(r);
-  if (it == ranks_.end())
+  auto* it = ranks_.find(r);
+  if (it == nullptr)
     return out;
-  it->second.step = std::max(it->second.step, s);
-  it->second.last_progress = clock_.now();
+  it->step = std::max(it->step, s);
+  it->last_progress = clock_.now();
   if (s.value() >= start_step_.value() + config_.snapshot_every)
-    it->second.quick_failures = 0;  // it trained past a snapshot: the next failure is a new one
+    it->quick_failures = 0;  // it trained past a snapshot: the next failure is a new one
   step_t lowest{~std::uint64_t{0}};
   for (const auto& slot : placement_)
     lowest = std::min(lowest, ranks_[slot.rank].step);
@@ -607,11 +611,11 @@ std::vector<policy_action> supervisor_policy::on_progress(rank_id r, epoch_t e, 
 void supervisor_policy::on_position(rank_id r, epoch_t e, const collective_position& at) {
   if (e != epoch_)
     return;
-  auto it = ranks_.find(r);
-  if (it == ranks_.end())
+  auto* it = ranks_.find(r);
+  if (it == nullptr)
     return;
-  it->second.position = at;
-  it->second.position_epoch = e;
+  it->position = at;
+  it->position_epoch = e;
 }
 
 note_event supervisor_policy::hung_note(const rank_slot& s, const std::string& why, std::optional<hang_verdict>& survey) {
@@ -771,16 +775,9 @@ std::vector<policy_action> supervisor_policy::on_ranks_ready(std::span<const ran
   std::vector<policy_action> out;
   if (state_ != job_state::rendezvous || e != epoch_)
     return out;
-  // Ranks usually come in rank order, like ranks_: step through the map, searching only on a gap.
-  auto it = ranks_.begin();
-  for (auto r : ranks) {
-    if (it == ranks_.end() || it->first != r)
-      it = ranks_.find(r);
-    if (it == ranks_.end())
-      continue;
-    mark_ready(it->second, e);
-    ++it;
-  }
+  for (auto r : ranks)
+    if (auto* it = ranks_.find(r))
+      mark_ready(*it, e);
   maybe_start(out);
   return out;
 }
@@ -790,24 +787,19 @@ std::vector<policy_action> supervisor_policy::on_progress_all(epoch_t e, step_t 
   if (e != epoch_ || state_ != job_state::running)
     return out;
   const auto now = clock_.now();
-  // The placement is in rank order, like ranks_, so the walk finds each rank in O(1).
   step_t lowest{~std::uint64_t{0}};
-  auto it = ranks_.begin();
   for (const auto& slot : placement_) {
-    if (it == ranks_.end() || it->first != slot.rank)
-      it = ranks_.find(slot.rank);
-    if (it == ranks_.end()) {
+    auto* it = ranks_.find(slot.rank);
+    if (it == nullptr) {
       // on_progress ignores a rank it does not know, and its scan creates the entry.
       lowest = std::min(lowest, ranks_[slot.rank].step);
-      it = ranks_.end();
       continue;
     }
-    it->second.step = std::max(it->second.step, s);
-    it->second.last_progress = now;
+    it->step = std::max(it->step, s);
+    it->last_progress = now;
     if (s.value() >= start_step_.value() + config_.snapshot_every)
-      it->second.quick_failures = 0;
-    lowest = std::min(lowest, it->second.step);
-    ++it;
+      it->quick_failures = 0;
+    lowest = std::min(lowest, it->step);
   }
   step_ = lowest;
   if (config_.reports_progress && step_.value() >= config_.total_steps) {
@@ -931,7 +923,8 @@ std::vector<policy_action> supervisor_policy::recover_after_restart(epoch_t last
                                                                    std::optional<epoch_t> world_since) {
   restarts_ = total_restarts;
   for (const auto& [r, n] : restarts)
-    ranks_[r].restarts = n;
+    if (r.value() < rank_table::max_rank_id)
+      ranks_[r].restarts = n;
   epoch_ = last_epoch;
   placement_ = std::move(placement);
   step_ = step;

@@ -322,6 +322,36 @@ class supervisor_policy {
     std::optional<collective_position> position;
     epoch_t position_epoch;
   };
+  /// The records of the ranks, by rank id: a flat table, not a tree, as every recovery of a
+  /// simulated world of 16,384 ranks walks it several times.
+  class rank_table {
+   public:
+    [[nodiscard]] rank_state* find(rank_id r) noexcept {
+      return r.value() < present_.size() && present_[r.value()] ? &states_[r.value()] : nullptr;
+    }
+    [[nodiscard]] const rank_state* find(rank_id r) const noexcept {
+      return r.value() < present_.size() && present_[r.value()] ? &states_[r.value()] : nullptr;
+    }
+    [[nodiscard]] bool contains(rank_id r) const noexcept { return find(r) != nullptr; }
+    /// The record of `r`, made fresh when it has none. REQUIRES: r < max_rank_id.
+    rank_state& operator[](rank_id r);
+    /// Keeps the records of the ranks of `placement` (fresh ones for those without) and drops
+    /// every other.
+    void keep_only(std::span<const rank_slot> placement);
+    /// f(rank_id, rank_state&) for every record, in rank order.
+    template <class F>
+    void for_each(F&& f) {
+      for (std::size_t i = 0; i < present_.size(); ++i)
+        if (present_[i])
+          f(rank_id{static_cast<std::uint32_t>(i)}, states_[i]);
+    }
+    /// Rank ids of a configuration are far below this (planner and config bound the devices).
+    static constexpr std::uint32_t max_rank_id = 1u << 22;
+
+   private:
+    std::vector<rank_state> states_;
+    std::vector<std::uint8_t> present_;
+  };
   /// Records that rank state `r` registered in epoch `e` (and counts it).
   void mark_ready(rank_state& r, epoch_t e);
   /// Ranks that registered in epoch ready_counted_.
@@ -383,7 +413,7 @@ class supervisor_policy {
   job_state state_ = job_state::waiting_for_nodes;
   epoch_t epoch_{0};
   std::vector<rank_slot> placement_;
-  std::map<rank_id, rank_state> ranks_;
+  rank_table ranks_;
   /// Ranks whose program exited with status 0 in this epoch.
   std::set<rank_id> completed_;
   std::vector<node_state> nodes_;
