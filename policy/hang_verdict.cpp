@@ -87,27 +87,34 @@ hang_verdict survey_hang(const std::vector<rank_report>& ranks) {
   return v;
 }
 
-hang_verdict judge_hang(const hang_verdict& survey, const std::optional<collective_position>& own, rank_id stuck) {
-  hang_verdict v = survey;
+std::string hang_text(const hang_verdict& survey, const std::optional<collective_position>& own, rank_id stuck) {
+  const auto& v = survey;
+  std::string text;
   const auto who = "rank " + std::to_string(stuck.value());
   if (!own) {
-    v.text = who + " reported no collective position";
+    text = who + " reported no collective position";
   } else if (v.seq == 0) {
-    v.text = own->phase == collective_phase::idle
+    text = own->phase == collective_phase::idle
                  ? who + " entered no collective this epoch"
                  : who + " left " + collective_name(own->seq, own->kind) + " " + format_duration(own->for_how_long) +
                        " before and no rank waits in a collective";
   } else if (own->seq < v.seq) {
-    v.text = who + " never entered " + collective_name(v.seq, v.kind) + ": its last was #" +
+    text = who + " never entered " + collective_name(v.seq, v.kind) + ": its last was #" +
              std::to_string(own->seq) + " (" + std::string{to_string(own->phase)} + " for " +
              format_duration(own->for_how_long) + ")";
   } else if (own->seq == v.seq && waits_in(*own)) {
-    v.text = who + " is " + (own->phase == collective_phase::inside ? "inside " : "failed in ") +
+    text = who + " is " + (own->phase == collective_phase::inside ? "inside " : "failed in ") +
              collective_name(v.seq, v.kind) + " for " + format_duration(own->for_how_long);
   } else {
-    v.text = who + " is at collective #" + std::to_string(own->seq) + " (" + std::string{to_string(own->phase)} + ")";
+    text = who + " is at collective #" + std::to_string(own->seq) + " (" + std::string{to_string(own->phase)} + ")";
   }
-  v.text += survey.text;
+  text += survey.text;
+  return text;
+}
+
+hang_verdict judge_hang(const hang_verdict& survey, const std::optional<collective_position>& own, rank_id stuck) {
+  hang_verdict v = survey;
+  v.text = hang_text(survey, own, stuck);
   return v;
 }
 

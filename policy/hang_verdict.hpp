@@ -44,5 +44,8 @@ hang_verdict judge_hang(const std::vector<rank_report>& ranks, rank_id stuck);
 hang_verdict survey_hang(const std::vector<rank_report>& ranks);
 /// The verdict for `stuck`, whose own position is `own`, from a survey of every rank.
 hang_verdict judge_hang(const hang_verdict& survey, const std::optional<collective_position>& own, rank_id stuck);
+/// judge_hang(survey, own, stuck).text alone: no copy of the survey's rank lists, for a world
+/// whose every rank is judged against one survey.
+std::string hang_text(const hang_verdict& survey, const std::optional<collective_position>& own, rank_id stuck);
 
 }  // namespace rekindle::policy

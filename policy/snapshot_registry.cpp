@@ -93,6 +93,10 @@ void snapshot_registry::record(rank_copies& steps, std::uint32_t gen, step_t s, 
     steps.insert(it, std::move(reused));
     return;
   }
+  if (steps.capacity() == 0) {
+    steps.reserve(4);  // a rank holds a few steps at a time: one allocation, not three
+    it = steps.end();
+  }
   steps.insert(it, step_copies{s, holder_list{h}});
   for (auto x = steps.begin(); steps.size() > reported_steps_kept_per_rank && x != steps.end();)
     x = kept && x->step == *kept ? std::next(x) : steps.erase(x);
@@ -151,12 +155,15 @@ void snapshot_registry::on_dropped_all(epoch_t e, step_t s, copy_kind where, std
   const auto gen = gen_of_epoch_.find(e);
   if (gen == gen_of_epoch_.end())
     return;
+  auto w = copies_.find(gen->second);
+  if (w == copies_.end())
+    return;
   for (const auto& slot : placement) {
     const node_id holder_node = holder_of_node.empty()                          ? slot.node
                                 : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
                                                                                 : node_id{~std::uint32_t{0}};
-    if (holder_node.value() < up_.size())
-      forget_copy(gen->second, slot.rank, s, {holder_node, where});
+    if (holder_node.value() < up_.size() && slot.rank.value() < w->second.ranks.size())
+      forget_copy(w->second.ranks[slot.rank.value()], s, {holder_node, where});
   }
 }
 
@@ -168,7 +175,10 @@ void snapshot_registry::forget_copy(std::uint32_t gen, rank_id r, step_t step, h
   auto w = copies_.find(gen);
   if (w == copies_.end() || r.value() >= w->second.ranks.size())
     return;
-  auto& steps = w->second.ranks[r.value()];
+  forget_copy(w->second.ranks[r.value()], step, h);
+}
+
+void snapshot_registry::forget_copy(rank_copies& steps, step_t step, holder h) {
   auto it = std::lower_bound(steps.begin(), steps.end(), step, [](const step_copies& c, step_t x) { return c.step < x; });
   if (it == steps.end() || it->step != step)
     return;

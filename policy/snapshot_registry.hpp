@@ -211,6 +211,7 @@ class snapshot_registry {
   /// Commits `s` when every rank of the current world holds it on enough live nodes.
   bool maybe_commit(std::uint32_t gen, step_t s);
   void forget_copy(std::uint32_t gen, rank_id r, step_t step, holder h);
+  static void forget_copy(rank_copies& steps, step_t step, holder h);
   /// The entry of `s` among `steps`, or null.
   [[nodiscard]] static const step_copies* find(const rank_copies& steps, step_t s);
   [[nodiscard]] const rank_copies* rank_of(const world_copies& w, std::uint32_t r) const {

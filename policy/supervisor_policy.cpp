@@ -618,17 +618,22 @@ void supervisor_policy::on_position(rank_id r, epoch_t e, const collective_posit
   it->position_epoch = e;
 }
 
-note_event supervisor_policy::hung_note(const rank_slot& s, const std::string& why, std::optional<hang_verdict>& survey) {
+note_event supervisor_policy::hung_note(const rank_slot& s, const std::string& why, std::optional<hang_survey>& survey) {
   const auto position_of = [&](const rank_state& r) { return r.position_epoch == epoch_ ? r.position : std::nullopt; };
   if (!survey) {
     std::vector<rank_report> reports;
     reports.reserve(placement_.size());
     for (const auto& slot : placement_)
       reports.push_back({slot.rank, position_of(ranks_[slot.rank])});
-    survey = survey_hang(reports);
+    survey = hang_survey{survey_hang(reports), {}};
+    survey->fields = survey->verdict.fields();
   }
-  const auto verdict = judge_hang(*survey, position_of(ranks_[s.rank]), s.rank);
-  return note_event{"rank_hung", why + ": killing it. " + verdict.text, s.rank, s.node, verdict.fields()};
+  const auto text = hang_text(survey->verdict, position_of(ranks_[s.rank]), s.rank);
+  auto fields = survey->fields;
+  for (auto& [k, v] : fields)
+    if (k == "verdict")
+      v = text;
+  return note_event{"rank_hung", why + ": killing it. " + text, s.rank, s.node, std::move(fields)};
 }
 
 std::vector<policy_action> supervisor_policy::on_rank_completed(rank_id r, epoch_t e) {
@@ -689,7 +694,7 @@ std::vector<policy_action> supervisor_policy::on_tick() {
     const auto margin = config_.hang_timeout / 4;
     const bool blame = config_.collective_timeout > std::chrono::nanoseconds::zero();
     const auto hung_after = blame ? std::max(config_.hang_timeout, config_.collective_timeout + margin) : config_.hang_timeout;
-    std::optional<hang_verdict> reports;
+    std::optional<hang_survey> reports;
     for (const auto& s : placement_) {
       auto& r = ranks_[s.rank];
       if (blame && collective_waiters_.contains(s.rank))

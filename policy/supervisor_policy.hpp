@@ -371,7 +371,12 @@ class supervisor_policy {
   // The note of rank r declared hung, `why`, with the verdict of every rank's collective position.
   /// The note for hung rank `s`; `survey` is every rank's position summed up, made on the first
   /// call of a tick and kept for the others (a whole stalled world is judged in one pass).
-  note_event hung_note(const rank_slot& s, const std::string& why, std::optional<hang_verdict>& survey);
+  struct hang_survey {
+    hang_verdict verdict;
+    /// verdict.fields(), made once: every hung rank's note has them, with its own sentence.
+    std::vector<std::pair<std::string, std::string>> fields;
+  };
+  note_event hung_note(const rank_slot& s, const std::string& why, std::optional<hang_survey>& survey);
   // Starts epoch e+1 with `placement`, respawning `respawn` (with back-off) and restoring the
   // state of `restore_world` ranks.
   void new_epoch(std::vector<policy_action>& out, std::vector<rank_slot> placement, const std::set<rank_id>& respawn,
