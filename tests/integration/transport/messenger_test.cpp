@@ -261,6 +261,11 @@ TEST(messenger, a_partition_drops_traffic_both_ways_until_it_heals) {
   // Only the server cuts (the client's node, 2): nothing passes either way, so both sides lose
   // the connection by their keep-alive timeouts.
   server->cut_off(2, 3s);
+  // The drill is posted to the server's loop: once a task posted after it ran, it is in force
+  // (without this, the client's frame could reach the server first).
+  std::promise<void> in_force;
+  server->post([&] { in_force.set_value(); });
+  in_force.get_future().wait();
   std::promise<status> sent;
   server->send(srv.up[0].id, make_frame(7, {}), [&](status s) { sent.set_value(s); });
   client->send(peer.id, make_frame(8, {}));
@@ -272,8 +277,8 @@ TEST(messenger, a_partition_drops_traffic_both_ways_until_it_heals) {
     const auto s = f.get();
     EXPECT_EQ(s.code(), errc::unavailable) << s.message();
   }
-  EXPECT_TRUE(srv.frames.empty());
-  EXPECT_TRUE(cli.frames.empty());
+  EXPECT_TRUE(srv.wait([&] { return srv.frames.empty(); }, 0ms)) << "a frame crossed the partition";
+  EXPECT_TRUE(cli.wait([&] { return cli.frames.empty(); }, 0ms)) << "a frame crossed the partition";
   EXPECT_GT(server->stats().dropped_of(drop_reason::partitioned), 0u);
   // While it lasts a new connection cannot authenticate; once it heals, one can.
   auto during = client->connect_blocking("127.0.0.1", server->port(), 1s);
