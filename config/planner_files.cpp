@@ -152,6 +152,8 @@ void read_type(diagnostics& diag, const std::string& key, const toml::node& valu
     t.efficiency = *v;
   if (auto v = r.size("reserved_memory", 0, max_bytes))
     t.reserved_memory = *v;
+  if (auto v = r.duration("layer_overhead", 0, 1))
+    t.layer_overhead = *v;
   r.finish();
   if (!from_preset) {
     const std::string hint = "give it or start from a preset (preset = \"a100-80gb\", ...)";
@@ -373,10 +375,23 @@ std::uint32_t required_integer(table_reader& r, std::string_view key, std::int64
   return static_cast<std::uint32_t>(*v);
 }
 
+// More [[measured]] entries than this are an error: a profile writes a few dozen.
+constexpr std::size_t max_measured_entries = 4096;
+
 void read_measured(diagnostics& diag, const toml::table& root, plan_model_spec& m) {
   const auto* arr = detail::table_array(diag, root, "measured", "measured");
   if (arr == nullptr)
     return;
+  if (arr->size() > max_measured_entries) {
+    diag.error(arr->source(), "measured",
+               std::to_string(arr->size()) + " [[measured]] entries; at most " + std::to_string(max_measured_entries));
+    return;
+  }
+  // Per (type, kind, micro-batch, tensor degree): which entry (1-based) gave each layer.
+  struct covered {
+    std::vector<std::uint32_t> layers;
+  };
+  std::map<std::string, covered> points;
   std::size_t index = 0;
   for (const auto& e : *arr) {
     const std::string path = "measured[" + std::to_string(index++) + "]";
@@ -389,6 +404,20 @@ void read_measured(diagnostics& diag, const toml::table& root, plan_model_spec& 
     } else if (!r.has("type")) {
       r.missing("type", "name the device type (a [types] table of the cluster file) the figures were measured on");
     }
+    bool kind_known = true;
+    if (auto k = r.string("kind")) {
+      if (*k == "block")
+        x.kind = plan_layer_kind::block;
+      else if (*k == "head")
+        x.kind = plan_layer_kind::head;
+      else {
+        kind_known = false;
+        r.error("kind", "must be \"block\" (a transformer block) or \"head\" (the output projection with the loss), "
+                        "got \"" + *k + "\"");
+      }
+    }
+    if (x.kind == plan_layer_kind::head && r.has("layers"))
+      r.error("layers", "a measurement of the output projection (kind = \"head\") names no layers");
     if (auto layers = r.integer_array("layers", 0, 1 << 20)) {
       for (auto l : *layers) {
         if (m.layers > 0 && l >= m.layers) {
@@ -413,6 +442,38 @@ void read_measured(diagnostics& diag, const toml::table& root, plan_model_spec& 
       r.missing("backward", "the backward time of one micro-batch through one layer, e.g. \"6.2ms\"");
     if (auto v = r.size("activation_memory", 0, max_bytes))
       x.activation_memory = *v;
+    // Each point once: a second figure for the same layer, micro-batch size and tensor degree
+    // would silently override the first.
+    const std::string key = x.type + "/" + std::to_string(static_cast<int>(x.kind)) + "/" +
+                            std::to_string(x.micro_batch) + "/" + std::to_string(x.tensor);
+    auto& seen = points[key];
+    const std::uint32_t layer_count = x.kind == plan_layer_kind::head ? 1 : std::max<std::uint32_t>(m.layers, 1);
+    if (seen.layers.empty())
+      seen.layers.assign(layer_count, 0);
+    std::optional<std::uint32_t> repeated;  // the first layer given before
+    std::uint32_t first_entry = 0;          // by which entry, 1-based
+    const auto mark = [&](std::uint32_t l) {
+      if (l >= seen.layers.size())
+        return;
+      if (seen.layers[l] != 0 && !repeated) {
+        repeated = l;
+        first_entry = seen.layers[l];
+      }
+      seen.layers[l] = static_cast<std::uint32_t>(index);
+    };
+    if (x.layers.empty() || x.kind == plan_layer_kind::head)
+      for (std::uint32_t l = 0; l < seen.layers.size(); ++l)
+        mark(l);
+    else
+      for (auto l : x.layers)
+        mark(l);
+    if (repeated && !x.type.empty() && kind_known)
+      r.error(x.kind == plan_layer_kind::head ? "kind" : (x.layers.empty() ? "micro_batch" : "layers"),
+              "measured[" + std::to_string(first_entry - 1) + "] already gives " +
+                  (x.kind == plan_layer_kind::head ? std::string{"the output projection"}
+                                                   : "layer " + std::to_string(*repeated)) +
+                  " on '" + x.type + "' at micro-batch " + std::to_string(x.micro_batch) + " and tensor degree " +
+                  std::to_string(x.tensor) + "; give each point once");
     r.finish();
     m.measured.push_back(std::move(x));
   }

@@ -50,6 +50,9 @@ struct plan_device_type {
   double efficiency = 0.5;
   /// Memory kept free per device (runtime context, fragmentation), bytes. Default: 1GiB.
   double reserved_memory = 1024.0 * 1024 * 1024;
+  /// Fixed seconds of one layer's forward pass beyond its FLOPs (the backward pays twice it).
+  /// Default: 20us.
+  double layer_overhead = 20e-6;
   /// The [types.NAME] table.
   source_place place;
 
@@ -133,10 +136,19 @@ enum class recompute_policy {
 };
 std::string_view to_string(recompute_policy p) noexcept;
 
+/// What a [[measured]] entry measured.
+enum class plan_layer_kind : std::uint8_t {
+  /// A transformer block (the default).
+  block,
+  /// The output projection with the loss, on the last stage.
+  head,
+};
+
 /// A measured layer cost on one device type ([[measured]]); replaces the analytic estimate.
 struct plan_measurement {
   /// Device type name (a key of [types] in the cluster file).
   std::string type;
+  plan_layer_kind kind = plan_layer_kind::block;
   /// Layer indices it applies to; empty means every layer.
   std::vector<std::uint32_t> layers;
   /// Sequences per micro-batch and tensor degree of the measurement. Default: 1 and 1.

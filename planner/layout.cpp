@@ -294,6 +294,65 @@ bool balance(std::span<const double> fixed, std::span<const double> per, std::sp
 
 // ---- cost model ----
 
+namespace {
+
+// Linear through (x0, y0) and (x1, y1), at x.
+double lerp(double x0, double y0, double x1, double y1, double x) {
+  return x1 == x0 ? y0 : y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+}
+
+}  // namespace
+
+measured_time interpolate_points(std::span<const layer_measurement> points, std::uint32_t b, std::uint32_t t,
+                                 const std::function<measured_time(std::uint32_t, std::uint32_t)>& analytic) {
+  RK_CHECK(!points.empty(), "interpolate_points needs a point");
+  const auto scaled = [&](measured_time at, std::uint32_t from_b, std::uint32_t from_t) {
+    // The measured time at (from_b, from_t), carried to (b, t) by the estimate's ratio.
+    const auto there = analytic(from_b, from_t);
+    const auto here = analytic(b, t);
+    return measured_time{at.forward * here.forward / there.forward, at.backward * here.backward / there.backward};
+  };
+  // The time at (b, degree) for a measured degree: linear in b between its measured sizes.
+  const auto along_b = [&](std::uint32_t degree) {
+    const layer_measurement* below = nullptr;
+    const layer_measurement* above = nullptr;
+    for (const auto& p : points) {
+      if (p.tensor != degree)
+        continue;
+      if (p.micro_batch <= b && (below == nullptr || p.micro_batch > below->micro_batch))
+        below = &p;
+      if (p.micro_batch >= b && (above == nullptr || p.micro_batch < above->micro_batch))
+        above = &p;
+    }
+    if (below != nullptr && above != nullptr)
+      return measured_time{lerp(below->micro_batch, below->forward, above->micro_batch, above->forward, b),
+                           lerp(below->micro_batch, below->backward, above->micro_batch, above->backward, b)};
+    const auto* near = below != nullptr ? below : above;
+    // Past the measured sizes: the nearest one, scaled by the estimate (at this degree).
+    const auto there = analytic(near->micro_batch, degree);
+    const auto here = analytic(b, degree);
+    return measured_time{near->forward * here.forward / there.forward, near->backward * here.backward / there.backward};
+  };
+  std::uint32_t lo = 0, hi = 0;  // the measured degrees around t (0: none)
+  for (const auto& p : points) {
+    if (p.tensor <= t && p.tensor > lo)
+      lo = p.tensor;
+    if (p.tensor >= t && (hi == 0 || p.tensor < hi))
+      hi = p.tensor;
+  }
+  if (lo != 0 && hi != 0) {
+    const auto a = along_b(lo);
+    if (lo == hi)
+      return a;
+    const auto c = along_b(hi);
+    const double x = 1.0 / t;
+    return measured_time{lerp(1.0 / lo, a.forward, 1.0 / hi, c.forward, x),
+                         lerp(1.0 / lo, a.backward, 1.0 / hi, c.backward, x)};
+  }
+  const auto near = lo != 0 ? lo : hi;
+  return scaled(along_b(near), b, near);
+}
+
 cost_model::cost_model(const problem& p) : problem_(&p), types_(p.hardware.types.size()) {
   const auto& m = p.workload;
   layer_params_ = layer_parameters(m);
@@ -304,34 +363,94 @@ cost_model::cost_model(const problem& p) : problem_(&p), types_(p.hardware.types
   for (std::size_t t = 0; t < types_.size(); ++t) {
     auto& x = types_[t];
     const auto& dt = p.hardware.types[t];
+    x.block_unit = fwd_flops / dt.rate();
+    x.overhead = dt.layer_overhead;
+    x.head_forward = head_forward_flops(m, 1) / dt.rate();
+    if (t < m.measured_head.size())
+      x.head_points = m.measured_head[t];
     x.forward.assign(m.layers + 1, 0);
     x.backward.assign(m.layers + 1, 0);
     x.act_fixed.assign(m.layers + 1, 0);
     x.act_scaled.assign(m.layers + 1, 0);
     const bool has_measured = t < m.measured.size() && !m.measured[t].empty();
     for (std::uint32_t i = 0; i < m.layers; ++i) {
-      double f = fwd_flops / dt.rate();
-      double b = 2 * f;
+      const std::vector<layer_measurement>* points = has_measured && !m.measured[t][i].empty() ? &m.measured[t][i] : nullptr;
+      // Layers with the same points share a group; its prefix counts are filled below.
+      if (points != nullptr) {
+        auto g = std::find_if(x.groups.begin(), x.groups.end(), [&](const point_group& pg) {
+          return pg.points.size() == points->size() &&
+                 std::equal(pg.points.begin(), pg.points.end(), points->begin(), [](const auto& a, const auto& c) {
+                   return a.micro_batch == c.micro_batch && a.tensor == c.tensor && a.forward == c.forward &&
+                          a.backward == c.backward && a.activation == c.activation;
+                 });
+        });
+        if (g == x.groups.end()) {
+          x.groups.push_back({*points, std::vector<std::uint32_t>(m.layers + 1, 0)});
+          g = std::prev(x.groups.end());
+        }
+        g->count[i + 1] = 1;  // made prefix sums below
+      }
+      const auto one = points != nullptr
+                           ? interpolate_points(*points, 1, 1,
+                                                [&](std::uint32_t bb, std::uint32_t tt) {
+                                                  return analytic_block(static_cast<std::uint32_t>(t), bb, tt);
+                                                })
+                           : analytic_block(static_cast<std::uint32_t>(t), 1, 1);
       double af = fixed;
       double as = scaled;
-      if (has_measured && m.measured[t][i]) {
-        const auto& lm = *m.measured[t][i];
-        f = lm.forward;
-        b = lm.backward;
-        if (lm.activation >= 0) {
-          af = 0;
-          as = lm.activation;
-        }
-      }
-      x.forward[i + 1] = x.forward[i] + f;
-      x.backward[i + 1] = x.backward[i] + b;
+      if (points != nullptr)
+        for (const auto& pt : *points)
+          if (pt.activation >= 0) {
+            // Bytes of a micro-batch at its tensor degree, per sequence at degree 1.
+            af = 0;
+            as = pt.activation * pt.tensor / pt.micro_batch;
+            break;
+          }
+      x.forward[i + 1] = x.forward[i] + one.forward;
+      x.backward[i + 1] = x.backward[i] + one.backward;
       x.act_fixed[i + 1] = x.act_fixed[i] + af;
       x.act_scaled[i + 1] = x.act_scaled[i] + as;
       x.max_fixed = std::max(x.max_fixed, af);
       x.max_scaled = std::max(x.max_scaled, as);
     }
-    x.head_forward = head_forward_flops(m, 1) / dt.rate();
+    for (auto& g : x.groups)
+      for (std::uint32_t i = 0; i < m.layers; ++i)
+        g.count[i + 1] += g.count[i];
   }
+}
+
+measured_time cost_model::analytic_block(std::uint32_t type, std::uint32_t b, std::uint32_t t) const {
+  const auto& x = types_[type];
+  const double f = x.block_unit * b / t + x.overhead;
+  return {f, 2 * f};
+}
+
+double cost_model::block_compute(std::uint32_t type, std::uint32_t first, std::uint32_t count, std::uint32_t b,
+                                 std::uint32_t t, bool recompute) const {
+  const auto& x = types_[type];
+  const auto sum = [&](const measured_time& one) { return one.forward + one.backward + (recompute ? one.forward : 0); };
+  std::uint32_t measured = 0;
+  double total = 0;
+  for (const auto& g : x.groups) {
+    const auto n = g.count[first + count] - g.count[first];
+    if (n == 0)
+      continue;
+    measured += n;
+    total += n * sum(interpolate_points(g.points, b, t, [&](std::uint32_t bb, std::uint32_t tt) {
+      return analytic_block(type, bb, tt);
+    }));
+  }
+  return total + (count - measured) * sum(analytic_block(type, b, t));
+}
+
+double cost_model::head_compute(std::uint32_t type, std::uint32_t b, std::uint32_t t) const {
+  const auto& x = types_[type];
+  const auto analytic = [&](std::uint32_t bb, std::uint32_t tt) {
+    const double f = x.head_forward * bb / tt + x.overhead;
+    return measured_time{f, 2 * f};
+  };
+  const auto one = x.head_points.empty() ? analytic(b, t) : interpolate_points(x.head_points, b, t, analytic);
+  return one.forward + one.backward;
 }
 
 double cost_model::compute_per_sequence(std::uint32_t type, std::uint32_t first, std::uint32_t count,
@@ -343,7 +462,7 @@ double cost_model::compute_per_sequence(std::uint32_t type, std::uint32_t first,
 }
 
 double cost_model::model_seconds_per_sequence(std::uint32_t type, bool recompute) const {
-  return compute_per_sequence(type, 0, problem_->workload.layers, recompute) + 3 * types_[type].head_forward;
+  return compute_per_sequence(type, 0, problem_->workload.layers, recompute) + head_compute(type, 1, 1);
 }
 
 double cost_model::stage_parameters(std::uint32_t s, std::uint32_t p, std::uint32_t count) const {
@@ -395,9 +514,9 @@ cost_model::stage_time cost_model::stage_cost(const layout& l, std::uint32_t k, 
   const auto& dt = problem_->hardware.types[type];
   const double message = static_cast<double>(b) * m.seq_len * m.hidden * m.value_bytes;
   stage_time out;
-  out.compute = static_cast<double>(b) / t * compute_per_sequence(type, first, count, recompute);
+  out.compute = block_compute(type, first, count, b, t, recompute);
   if (s + 1 == p)
-    out.compute += static_cast<double>(b) / t * 3 * types_[type].head_forward;
+    out.compute += head_compute(type, b, t);
   if (t > 1)
     out.tensor_parallel = count * (recompute ? 6.0 : 4.0) * ring_allreduce_time(message, t, dt.link_bandwidth, dt.link_latency);
   if (s + 1 < p)

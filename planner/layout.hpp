@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <span>
@@ -119,6 +120,20 @@ struct evaluation {
   [[nodiscard]] bool feasible() const noexcept { return valid && fits; }
 };
 
+/// Forward and backward seconds of one micro-batch through one layer.
+struct measured_time {
+  double forward = 0;
+  double backward = 0;
+};
+
+/// The time of one micro-batch of `b` sequences at tensor degree `t` from the points measured for
+/// a layer (docs/PLANNER.md, "Compute"): between measured micro-batch sizes of one tensor degree,
+/// linear in b; between measured tensor degrees, linear in 1/t; outside the measured range, the
+/// nearest measured time scaled by the ratio of `analytic` at the two points. REQUIRES: points
+/// not empty.
+measured_time interpolate_points(std::span<const layer_measurement> points, std::uint32_t b, std::uint32_t t,
+                                 const std::function<measured_time(std::uint32_t, std::uint32_t)>& analytic);
+
 /// Precomputed per-layer costs of a problem, and the evaluation of layouts.
 ///
 /// Thread-safety: immutable after construction; evaluate may run concurrently.
@@ -153,6 +168,15 @@ class cost_model {
   /// tensor degree 1 (forward + backward, + forward again with recompute).
   [[nodiscard]] double compute_per_sequence(std::uint32_t type, std::uint32_t first, std::uint32_t count,
                                             bool recompute) const;
+  /// Seconds of compute of one micro-batch of `b` sequences through blocks [first, first+count) on
+  /// one device of `type` at tensor degree `t`: the measured points where there are some, else the
+  /// analytic estimate (forward + backward, + forward again with recompute).
+  [[nodiscard]] double block_compute(std::uint32_t type, std::uint32_t first, std::uint32_t count, std::uint32_t b,
+                                     std::uint32_t t, bool recompute) const;
+  /// The same for the output projection with the loss (forward and backward).
+  [[nodiscard]] double head_compute(std::uint32_t type, std::uint32_t b, std::uint32_t t) const;
+  /// Forward and backward seconds of one micro-batch through one block by the analytic estimate.
+  [[nodiscard]] measured_time analytic_block(std::uint32_t type, std::uint32_t b, std::uint32_t t) const;
   /// Seconds per sequence of the whole model on one device of `type` (a lower-bound helper).
   [[nodiscard]] double model_seconds_per_sequence(std::uint32_t type, bool recompute) const;
   /// Memory one device of `type` at stage `s` of `p` needs (weights, gradients, optimizer,
@@ -164,10 +188,23 @@ class cost_model {
   [[nodiscard]] double stage_parameters(std::uint32_t s, std::uint32_t p, std::uint32_t count) const;
 
  private:
+  /// Blocks of one type measured at the same points.
+  struct point_group {
+    std::vector<layer_measurement> points;
+    /// Prefix counts over layers: how many of layers [0, i) have these points.
+    std::vector<std::uint32_t> count;
+  };
   struct per_type {
-    /// Prefix sums over layers: forward and backward seconds per sequence at t = 1; activation
-    /// bytes per sequence split into the part that tensor parallelism does not divide and the part
-    /// it does.
+    /// Forward FLOPs of one block per sequence at t = 1, divided by the rate.
+    double block_unit = 0;
+    /// type.layer_overhead.
+    double overhead = 0;
+    /// Measured blocks, grouped by their points (few groups: one per distinct set of points).
+    std::vector<point_group> groups;
+    std::vector<layer_measurement> head_points;
+    /// Prefix sums over layers at b = 1, t = 1 (compute_per_sequence): forward and backward
+    /// seconds; activation bytes per sequence split into the part that tensor parallelism does
+    /// not divide and the part it does.
     std::vector<double> forward, backward, act_fixed, act_scaled;
     /// Largest single-layer activation parts (the working set of a recomputed layer).
     double max_fixed = 0;

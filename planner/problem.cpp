@@ -1,5 +1,7 @@
 #include "planner/problem.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 
 namespace rekindle::planner {
@@ -73,6 +75,7 @@ expected<problem> make_problem(const config::plan_cluster_spec& c, const config:
     d.memory_bandwidth = t.memory_bandwidth;
     d.link_bandwidth = t.link_bandwidth;
     d.link_latency = t.link_latency;
+    d.layer_overhead = t.layer_overhead;
     hw.types.push_back(std::move(d));
   }
   hw.net = network{c.network.bandwidth, c.network.latency};
@@ -108,20 +111,24 @@ expected<problem> make_problem(const config::plan_cluster_spec& c, const config:
   w.recompute = m.recompute;
   w.zero = m.zero == 1;
   w.measured.assign(hw.types.size(), {});
+  w.measured_head.assign(hw.types.size(), {});
   for (const auto& x : m.measured) {
     const auto t = static_cast<std::size_t>(c.find_type(x.type));
+    const layer_measurement lm{x.micro_batch, x.tensor, x.forward, x.backward,
+                               x.activation_memory ? *x.activation_memory : -1.0};
+    if (x.kind == config::plan_layer_kind::head) {
+      w.measured_head[t].push_back(lm);
+      continue;
+    }
     auto& per_layer = w.measured[t];
     if (per_layer.empty())
-      per_layer.assign(w.layers, std::nullopt);
-    // Per sequence at tensor degree 1 (linear scaling, docs/PLANNER.md).
-    const double scale = static_cast<double>(x.tensor) / x.micro_batch;
-    layer_measurement lm{x.forward * scale, x.backward * scale,
-                         x.activation_memory ? *x.activation_memory * scale : -1.0};
+      per_layer.assign(w.layers, {});
     if (x.layers.empty())
-      std::fill(per_layer.begin(), per_layer.end(), lm);
+      for (auto& points : per_layer)
+        points.push_back(lm);
     else
       for (auto l : x.layers)
-        per_layer[l] = lm;
+        per_layer[l].push_back(lm);
   }
   RK_RETURN_IF_ERROR(validate(p));
   return p;
@@ -159,9 +166,25 @@ status validate(const problem& p) {
     return bad("micro-batch sizes must be ascending");
   if (!w.measured.empty() && w.measured.size() != hw.types.size())
     return bad("measurements must have one entry per device type");
-  for (const auto& per_layer : w.measured)
+  if (!w.measured_head.empty() && w.measured_head.size() != hw.types.size())
+    return bad("output projection measurements must have one entry per device type");
+  const auto good = [](const layer_measurement& x) {
+    return x.micro_batch > 0 && x.tensor > 0 && x.forward > 0 && x.backward > 0 && std::isfinite(x.forward) &&
+           std::isfinite(x.backward);
+  };
+  for (const auto& per_layer : w.measured) {
     if (!per_layer.empty() && per_layer.size() != w.layers)
       return bad("a device type's measurements must have one entry per layer");
+    for (const auto& points : per_layer)
+      if (!std::all_of(points.begin(), points.end(), good))
+        return bad("a measurement needs a positive micro-batch, tensor degree and finite positive times");
+  }
+  for (const auto& points : w.measured_head)
+    if (!std::all_of(points.begin(), points.end(), good))
+      return bad("a measurement needs a positive micro-batch, tensor degree and finite positive times");
+  for (const auto& t : hw.types)
+    if (!(t.layer_overhead >= 0) || !std::isfinite(t.layer_overhead))
+      return bad("device type '" + t.name + "' needs a layer_overhead of 0 or more");
   return {};
 }
 

@@ -33,6 +33,11 @@ struct device_type {
   double link_bandwidth = 0;
   /// Latency of one message inside a node, seconds.
   double link_latency = 5e-6;
+  /// Fixed time of one layer's forward pass beyond its FLOPs at rate(): kernel launches and the
+  /// small products a layer also runs; the backward pass pays twice it. With it, a layer's
+  /// efficiency falls as its work per device shrinks (small micro-batches, high tensor degrees)
+  /// instead of staying at `efficiency`, the planner's estimate where nothing was measured.
+  double layer_overhead = 0;
 
   /// The rate a layer reaches: flops × efficiency.
   [[nodiscard]] double rate() const noexcept { return flops * efficiency; }
@@ -97,11 +102,16 @@ struct cluster {
   [[nodiscard]] int find_node(std::string_view name) const noexcept;
 };
 
-/// Measured costs of one layer on one device type, per sequence at tensor degree 1.
+/// A measured cost of one micro-batch through one layer on one device type, at one micro-batch
+/// size and one tensor degree. The cost model interpolates between the points measured for a
+/// layer and scales by the analytic estimate outside them (docs/PLANNER.md, "Compute").
 struct layer_measurement {
+  std::uint32_t micro_batch = 1;
+  std::uint32_t tensor = 1;
+  /// Seconds for one micro-batch.
   double forward = 0;
   double backward = 0;
-  /// Activation bytes per sequence at tensor degree 1; negative keeps the analytic estimate.
+  /// Activation bytes one micro-batch keeps at this tensor degree; negative keeps the estimate.
   double activation = -1;
 };
 
@@ -123,8 +133,11 @@ struct model {
   config::recompute_policy recompute = config::recompute_policy::auto_select;
   /// Shard the optimizer state over data-parallel replicas (ZeRO-1).
   bool zero = true;
-  /// measured[type][layer], when given for that type and layer (else empty for the type).
-  std::vector<std::vector<std::optional<layer_measurement>>> measured;
+  /// measured[type][layer]: the points measured for that block on that type (the type's list is
+  /// empty, or a layer's, where nothing was measured).
+  std::vector<std::vector<std::vector<layer_measurement>>> measured;
+  /// measured_head[type]: the points measured for the output projection with the loss.
+  std::vector<std::vector<layer_measurement>> measured_head;
 };
 
 /// What the planner plans for: a cluster and a model.

@@ -362,6 +362,69 @@ activation_memory = "64MiB"
   EXPECT_EQ(x.type_place.column, 8u);
 }
 
+TEST(plan_model_file, measured_points_of_the_head_and_repeated_points) {
+  auto r = parse_plan_model(std::string{small_model} + R"([[measured]]
+type = "a100"
+kind = "head"
+micro_batch = 2
+forward = "1ms"
+backward = "2ms"
+
+[[measured]]
+type = "a100"
+forward = "1ms"
+backward = "2ms"
+
+[[measured]]
+type = "a100"
+tensor = 2
+forward = "0.6ms"
+backward = "1.2ms"
+)",
+                            "m.toml");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.value->measured.size(), 3u);
+  EXPECT_EQ(r.value->measured[0].kind, plan_layer_kind::head);
+  EXPECT_EQ(r.value->measured[1].kind, plan_layer_kind::block);
+  EXPECT_EQ(r.value->measured[2].tensor, 2u) << "another tensor degree is another point";
+
+  auto bad = parse_plan_model(std::string{small_model} + R"([[measured]]
+type = "a100"
+forward = "1ms"
+backward = "2ms"
+
+[[measured]]
+type = "a100"
+layers = [2, 3]
+forward = "1.1ms"
+backward = "2.2ms"
+
+[[measured]]
+type = "a100"
+kind = "embedding"
+layers = [0]
+forward = "1ms"
+backward = "2ms"
+
+[[measured]]
+type = "a100"
+kind = "head"
+layers = [0]
+forward = "1ms"
+backward = "2ms"
+)",
+                              "m.toml");
+  ASSERT_FALSE(bad.ok());
+  ASSERT_EQ(bad.errors.size(), 3u) << bad.error_text();
+  EXPECT_EQ(bad.errors[0].field, "measured[1].layers");
+  EXPECT_NE(bad.errors[0].message.find("measured[0] already gives layer 2 on 'a100' at micro-batch 1 and tensor degree 1"),
+            std::string::npos)
+      << bad.errors[0].message;
+  EXPECT_EQ(bad.errors[1].field, "measured[2].kind");
+  EXPECT_NE(bad.errors[1].message.find("\"embedding\""), std::string::npos) << bad.errors[1].message;
+  EXPECT_EQ(bad.errors[2].field, "measured[3].layers");
+}
+
 TEST(plan_model_file, measured_errors) {
   auto r = parse_plan_model(std::string{small_model} + R"([[measured]]
 type = "a100"

@@ -225,13 +225,62 @@ TEST(planner_cost, recompute_trades_time_for_memory) {
 TEST(planner_cost, measured_layers_replace_the_estimate) {
   auto p = tiny_problem({1});
   p.workload.measured.assign(2, {});
-  p.workload.measured[0].assign(2, std::nullopt);
-  p.workload.measured[0][1] = layer_measurement{1e-3, 2e-3, 5000};
+  p.workload.measured[0].assign(2, {});
+  // One point, at one sequence and tensor degree 1: two sequences take twice its time (the
+  // estimate, without a layer overhead, is linear in the micro-batch).
+  p.workload.measured[0][1] = {layer_measurement{1, 1, 1e-3, 2e-3, 5000}};
   auto r = evaluate(p, shape({{0, 2, 1}}, {{{0, {0}}}}, 2));
   ASSERT_TRUE(r.has_value());
   const double analytic = 3 * 3407872.0 / 5e11;
   EXPECT_DOUBLE_EQ(r->breakdown.compute, 4 * 2 * (analytic + 3e-3 + 3 * 409600.0 / 5e11));
   EXPECT_DOUBLE_EQ(r->memory[0].activations, 2 * (90112.0 + 5000) + 25600);
+}
+
+TEST(planner_cost, measured_points_are_interpolated_and_scaled_by_the_estimate_outside_them) {
+  // The estimate: forward 1 ms a sequence at degree 1 plus 0.1 ms, backward twice that.
+  const auto analytic = [](std::uint32_t b, std::uint32_t t) {
+    const double f = 1e-3 * b / t + 1e-4;
+    return detail::measured_time{f, 2 * f};
+  };
+  const std::vector<layer_measurement> points{{1, 1, 2e-3, 4e-3, -1}, {4, 1, 5e-3, 10e-3, -1}, {1, 4, 1e-3, 2e-3, -1}};
+  const auto at = [&](std::uint32_t b, std::uint32_t t) { return detail::interpolate_points(points, b, t, analytic); };
+  EXPECT_DOUBLE_EQ(at(1, 1).forward, 2e-3) << "a measured point is its own time";
+  EXPECT_DOUBLE_EQ(at(4, 1).backward, 10e-3);
+  EXPECT_DOUBLE_EQ(at(2, 1).forward, 3e-3) << "linear in the micro-batch between 1 and 4";
+  EXPECT_DOUBLE_EQ(at(1, 4).forward, 1e-3);
+  // Between degrees 1 and 4, linear in 1/t: at t = 2, 1/2 is a third of the way from 1 to 1/4.
+  EXPECT_DOUBLE_EQ(at(1, 2).forward, 2e-3 + (1e-3 - 2e-3) * (0.5 - 1.0) / (0.25 - 1.0));
+  // Past the largest micro-batch measured at degree 1: 4's time times the estimate's ratio.
+  EXPECT_DOUBLE_EQ(at(8, 1).forward, 5e-3 * analytic(8, 1).forward / analytic(4, 1).forward);
+  // Past the largest degree: degree 4's time at b = 1, scaled to degree 8.
+  EXPECT_DOUBLE_EQ(at(1, 8).forward, 1e-3 * analytic(1, 8).forward / analytic(1, 4).forward);
+}
+
+TEST(planner_cost, a_second_tensor_degree_is_a_second_point_not_an_override) {
+  auto p = tiny_problem({2});
+  p.workload.measured.assign(2, {});
+  p.workload.measured[0].assign(2, {});
+  for (auto& layer : p.workload.measured[0])
+    layer = {layer_measurement{2, 1, 4e-3, 8e-3, -1}, layer_measurement{2, 2, 3e-3, 6e-3, -1}};
+  const detail::cost_model cm{p};
+  EXPECT_DOUBLE_EQ(cm.block_compute(0, 0, 2, 2, 1, false), 2 * 12e-3);
+  EXPECT_DOUBLE_EQ(cm.block_compute(0, 0, 2, 2, 2, false), 2 * 9e-3)
+      << "degree 2 barely faster than 1, as measured, not half";
+  EXPECT_DOUBLE_EQ(cm.block_compute(0, 0, 2, 2, 2, true), 2 * 12e-3) << "recompute: one more forward";
+}
+
+TEST(planner_cost, a_layer_overhead_makes_small_work_less_efficient) {
+  auto p = tiny_problem({4});
+  const detail::cost_model plain{p};
+  p.hardware.types[0].layer_overhead = 1e-5;
+  const detail::cost_model with{p};
+  const double unit = 3407872.0 / 5e11;  // forward seconds of a sequence at degree 1
+  EXPECT_DOUBLE_EQ(plain.block_compute(0, 0, 1, 1, 4, false), 3 * unit / 4);
+  EXPECT_DOUBLE_EQ(with.block_compute(0, 0, 1, 1, 4, false), 3 * (unit / 4 + 1e-5));
+  // Degree 4 is 4x faster than degree 1 without the overhead; with it, much less.
+  const double speedup = with.block_compute(0, 0, 1, 1, 1, false) / with.block_compute(0, 0, 1, 1, 4, false);
+  EXPECT_LT(speedup, 2.0);
+  EXPECT_GT(speedup, 1.0);
 }
 
 TEST(planner_cost, a_plan_that_does_not_fit_is_refused_with_the_place) {
