@@ -13,6 +13,7 @@ std::unique_ptr<CLI::App> make_app(int& exit_code) {
   app->set_version_flag("--version", std::string{"rekindle "} + REKINDLE_VERSION);
   app->require_subcommand(0, 1);
   add_plan_command(*app, exit_code);
+  add_profile_command(*app, exit_code);
   add_admin_commands(*app, exit_code);
   add_demo_command(*app, exit_code);
   add_checkpoint_commands(*app, exit_code);

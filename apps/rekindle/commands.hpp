@@ -45,6 +45,10 @@ std::optional<std::pair<std::vector<std::string>, std::vector<std::string>>> ran
 /// `rekindle plan --cluster FILE --model FILE [--json] [--explain] [--top N] [--search MODE] [--lose NODE[:DEVICE]]`.
 void add_plan_command(CLI::App& app, int& exit_code);
 
+/// `rekindle profile [--config FILE] [--micro-batches B,...] [--tensor T,...] [--out FILE]`: the
+/// built-in model's layers timed on this machine, written as a planner model file.
+void add_profile_command(CLI::App& app, int& exit_code);
+
 /// `rekindle status`, `rekindle kill rank R [--signal S] --yes`, `rekindle stop --yes`: one-shot
 /// commands to the running job's supervisor.
 void add_admin_commands(CLI::App& app, int& exit_code);
