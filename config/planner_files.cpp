@@ -586,6 +586,10 @@ file_result<plan_model_spec> parse_plan_model(std::string_view text, std::string
                                  : *v == "never" ? recompute_policy::never : recompute_policy::always;
     if (auto v = r.integer("zero", 0, 1))
       m.zero = static_cast<std::uint32_t>(*v);
+    if (auto v = r.choice("gradients", {"fp32", "model"}))
+      m.fp32_gradients = *v == "fp32";
+    if (auto v = r.number("memory_margin", 0.0, 1.0))
+      m.memory_margin = *v;
     r.finish();
   }
   read_measured(diag, *root, m);

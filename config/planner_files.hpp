@@ -191,6 +191,12 @@ struct plan_model_spec {
   recompute_policy recompute = recompute_policy::auto_select;
   /// ZeRO stage: 0 keeps the whole optimizer state on every replica, 1 shards it. Default: 1.
   std::uint32_t zero = 1;
+  /// Gradients kept and reduced in fp32 (4 bytes, as mixed-precision trainers keep their main
+  /// gradients) rather than at the model's 16-bit precision. Default: true.
+  bool fp32_gradients = true;
+  /// Memory a plan adds to each device's need for the allocator's fragmentation, as a fraction of
+  /// it. Default: 0.1.
+  double memory_margin = 0.1;
   std::vector<plan_measurement> measured;
   /// The [model] table, for checks against the cluster file.
   source_place place;

@@ -292,7 +292,7 @@ std::string memory_shortfall(const problem& p) {
   const auto& hw = p.hardware;
   const auto& m = p.workload;
   const double params = model_parameters(m);
-  const double state = params * (2 * m.value_bytes + optimizer_bytes_per_parameter);
+  const double state = params * (m.value_bytes + m.gradient_bytes + optimizer_bytes_per_parameter);
   double usable = 0;
   for (const auto& n : hw.nodes)
     usable += static_cast<double>(n.devices.size()) * hw.types[n.type].usable_memory();

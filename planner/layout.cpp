@@ -488,7 +488,7 @@ memory_use cost_model::stage_memory(std::uint32_t type, std::uint32_t s, std::ui
   u.type = type;
   const double params = stage_parameters(s, p, count) / t;
   u.weights = params * m.value_bytes;
-  u.gradients = params * m.value_bytes;
+  u.gradients = params * m.gradient_bytes;
   u.optimizer = params * optimizer_bytes_per_parameter / (m.zero ? data : 1);
   if (!recompute) {
     const double per_sequence = (x.act_fixed[first + count] - x.act_fixed[first]) +
@@ -500,6 +500,11 @@ memory_use cost_model::stage_memory(std::uint32_t type, std::uint32_t s, std::ui
   }
   if (s + 1 == p)
     u.activations += 4.0 * b * m.seq_len * static_cast<double>(m.vocab) / t;  // fp32 logits of one micro-batch
+  // 1F1B keeps, per neighbouring stage, a buffer for the activation and one for the gradient that
+  // cross the boundary; a device holds its 1/t of each.
+  const double message = static_cast<double>(b) * m.seq_len * m.hidden * m.value_bytes / t;
+  u.buffers = 2.0 * message * ((s > 0 ? 1 : 0) + (s + 1 < p ? 1 : 0));
+  u.margin = m.memory_margin * (u.weights + u.gradients + u.optimizer + u.activations + u.buffers);
   u.capacity = problem_->hardware.types[type].usable_memory();
   return u;
 }
@@ -626,7 +631,10 @@ evaluation cost_model::evaluate(const layout& l, std::span<const std::uint32_t> 
   for (std::uint32_t s = 0; s < p; ++s) {
     const double params = stage_parameters(s, p, split[s]) / l.tensor[s];
     if (d > 1)
-      dp = std::max(dp, ring_allreduce_time(params * m.value_bytes, d, l.ring_bandwidth[s], l.ring_latency[s]));
+      // A reduce-scatter of the gradients and an all-gather of the updated 16-bit weights: the
+      // volume of one all-reduce of their mean size.
+      dp = std::max(dp, ring_allreduce_time(params * (m.gradient_bytes + m.value_bytes) / 2, d, l.ring_bandwidth[s],
+                                            l.ring_latency[s]));
     const double updated = params / (m.zero ? d : 1);
     for (auto type : l.stage_types[s])
       opt = std::max(opt, updated * optimizer_traffic_per_parameter / hw.types[type].memory_bandwidth);

@@ -66,10 +66,14 @@ struct memory_use {
   double gradients = 0;
   double optimizer = 0;
   double activations = 0;
+  /// Pipeline send and receive buffers: an activation and a gradient per neighbouring stage.
+  double buffers = 0;
+  /// The allocator's fragmentation: model::memory_margin of the rest.
+  double margin = 0;
   /// Memory a plan may use on this type: memory − reserved.
   double capacity = 0;
 
-  [[nodiscard]] double total() const noexcept { return weights + gradients + optimizer + activations; }
+  [[nodiscard]] double total() const noexcept { return weights + gradients + optimizer + activations + buffers + margin; }
 };
 
 /// A complete plan with its prediction.

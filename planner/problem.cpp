@@ -110,6 +110,8 @@ expected<problem> make_problem(const config::plan_cluster_spec& c, const config:
   w.micro_batch_sizes = m.micro_batch_sizes;
   w.recompute = m.recompute;
   w.zero = m.zero == 1;
+  w.gradient_bytes = m.fp32_gradients ? 4 : w.value_bytes;
+  w.memory_margin = m.memory_margin;
   w.measured.assign(hw.types.size(), {});
   w.measured_head.assign(hw.types.size(), {});
   for (const auto& x : m.measured) {
@@ -164,6 +166,8 @@ status validate(const problem& p) {
                  std::to_string(w.global_batch));
   if (!std::is_sorted(w.micro_batch_sizes.begin(), w.micro_batch_sizes.end()))
     return bad("micro-batch sizes must be ascending");
+  if (!(w.gradient_bytes > 0) || !(w.memory_margin >= 0 && w.memory_margin <= 1))
+    return bad("the model needs positive gradient bytes and a memory margin in [0, 1]");
   if (!w.measured.empty() && w.measured.size() != hw.types.size())
     return bad("measurements must have one entry per device type");
   if (!w.measured_head.empty() && w.measured_head.size() != hw.types.size())

@@ -133,6 +133,11 @@ struct model {
   config::recompute_policy recompute = config::recompute_policy::auto_select;
   /// Shard the optimizer state over data-parallel replicas (ZeRO-1).
   bool zero = true;
+  /// Bytes of a gradient as it is accumulated and reduced: 4 (fp32 main gradients, as
+  /// mixed-precision trainers keep them) or value_bytes.
+  double gradient_bytes = 4;
+  /// A device's need grows by this fraction for the allocator's fragmentation.
+  double memory_margin = 0.1;
   /// measured[type][layer]: the points measured for that block on that type (the type's list is
   /// empty, or a layer's, where nothing was measured).
   std::vector<std::vector<std::vector<layer_measurement>>> measured;

@@ -161,6 +161,8 @@ nlohmann::json plan_json(const problem& p, const plan& pl, std::size_t rank, con
                            {"gradients", u.gradients},
                            {"optimizer", u.optimizer},
                            {"activations", u.activations},
+                           {"buffers", u.buffers},
+                           {"margin", u.margin},
                            {"total", u.total()},
                            {"usable", u.capacity}});
   if (next != nullptr) {
@@ -283,14 +285,16 @@ std::string format_explanation(const problem& p, const plan& pl, std::size_t ran
       << " + bubble " << fixed(b.bubble, 3) << " + data-parallel " << fixed(b.data_parallel, 3) << " + optimizer "
       << fixed(b.optimizer, 3) << " = " << seconds(pl.step_time) << "\n";
   out << "  memory per device (the most loaded replica at each stage):\n";
-  const std::size_t w[] = {9, 10, 12, 12, 12, 13, 12};
+  const std::size_t w[] = {9, 10, 12, 12, 12, 13, 12, 12, 12};
   out << "    " << pad("stage", w[0]) << pad("type", w[1]) << pad("weights", w[2]) << pad("gradients", w[3])
-      << pad("optimizer", w[4]) << pad("activations", w[5]) << pad("total", w[6]) << "usable\n";
+      << pad("optimizer", w[4]) << pad("activations", w[5]) << pad("buffers", w[6]) << pad("margin", w[7])
+      << pad("total", w[8]) << "usable\n";
   for (const auto& u : pl.memory)
     out << "    " << pad(std::to_string(u.stage), w[0]) << pad(p.hardware.types[u.type].name, w[1])
         << pad(format_bytes(u.weights), w[2]) << pad(format_bytes(u.gradients), w[3])
         << pad(format_bytes(u.optimizer), w[4]) << pad(format_bytes(u.activations), w[5])
-        << pad(format_bytes(u.total()), w[6]) << format_bytes(u.capacity) << "\n";
+        << pad(format_bytes(u.buffers), w[6]) << pad(format_bytes(u.margin), w[7]) << pad(format_bytes(u.total()), w[8])
+        << format_bytes(u.capacity) << "\n";
   if (next != nullptr)
     out << "  why: " << compare(pl, *next, rank + 1) << "\n";
   return out.str();

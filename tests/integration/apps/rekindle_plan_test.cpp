@@ -144,7 +144,7 @@ TEST(rekindle_plan, no_feasible_plan_exits_3_with_the_reason) {
   auto r = run_process({rekindle_bin(), "plan", "--cluster", cluster.string(), "--model", model.string()});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_NE(r.err.find("rekindle plan: no plan fits: the model's 39.09 B parameters need at least 582.5 GiB") , std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rekindle plan: no plan fits: the model's 39.09 B parameters need at least 655.3 GiB") , std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the cluster's 2 devices have"), std::string::npos) << r.err;
 }
 

@@ -337,6 +337,22 @@ zero = 3
   EXPECT_EQ(r.errors[4].to_string(), "m.toml:12:8: training.zero: must be between 0 and 1, got 3");
 }
 
+TEST(plan_model_file, gradient_precision_and_memory_margin) {
+  auto defaults = parse_plan_model(small_model, "m.toml");
+  ASSERT_TRUE(defaults.ok()) << defaults.error_text();
+  EXPECT_TRUE(defaults.value->fp32_gradients) << "mixed-precision trainers keep fp32 main gradients";
+  EXPECT_DOUBLE_EQ(defaults.value->memory_margin, 0.1);
+  auto set = parse_plan_model(std::string{small_model} + "gradients = \"model\"\nmemory_margin = 0.25\n", "m.toml");
+  ASSERT_TRUE(set.ok()) << set.error_text();
+  EXPECT_FALSE(set.value->fp32_gradients);
+  EXPECT_DOUBLE_EQ(set.value->memory_margin, 0.25);
+  auto bad = parse_plan_model(std::string{small_model} + "gradients = \"fp64\"\nmemory_margin = 1.5\n", "m.toml");
+  ASSERT_FALSE(bad.ok());
+  ASSERT_EQ(bad.errors.size(), 2u) << bad.error_text();
+  EXPECT_EQ(bad.errors[0].field, "training.gradients");
+  EXPECT_EQ(bad.errors[1].to_string(), "m.toml:11:17: training.memory_margin: must be between 0 and 1, got 1.5");
+}
+
 TEST(plan_model_file, measured_layers) {
   auto r = parse_plan_model(std::string{small_model} + R"([[measured]]
 type = "a100"

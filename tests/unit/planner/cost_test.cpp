@@ -105,10 +105,13 @@ TEST(planner_cost, one_device_step) {
   EXPECT_DOUBLE_EQ(pl.step_time, pl.breakdown.total());
   ASSERT_EQ(pl.memory.size(), 1u);
   EXPECT_DOUBLE_EQ(pl.memory[0].weights, 108544 * 2.0);
-  EXPECT_DOUBLE_EQ(pl.memory[0].gradients, 108544 * 2.0);
+  EXPECT_DOUBLE_EQ(pl.memory[0].gradients, 108544 * 4.0) << "fp32 gradients by default";
   EXPECT_DOUBLE_EQ(pl.memory[0].optimizer, 108544 * 12.0);
   // One micro-batch in flight: 2 sequences × 2 layers × 90,112 + fp32 logits 4·2·32·100.
   EXPECT_DOUBLE_EQ(pl.memory[0].activations, 2 * 2 * 90112.0 + 25600);
+  EXPECT_EQ(pl.memory[0].buffers, 0) << "one stage: no neighbours";
+  EXPECT_DOUBLE_EQ(pl.memory[0].margin, 0.1 * (108544 * 18.0 + 2 * 2 * 90112.0 + 25600));
+  EXPECT_DOUBLE_EQ(pl.memory[0].total(), 1.1 * (108544 * 18.0 + 2 * 2 * 90112.0 + 25600));
   EXPECT_DOUBLE_EQ(pl.memory[0].capacity, 1e9);
   EXPECT_EQ(pl.idle_devices, 0u);
 }
@@ -134,6 +137,10 @@ TEST(planner_cost, pipeline_of_two_stages_in_one_node) {
   EXPECT_DOUBLE_EQ(pl.memory[0].activations, 2 * 2 * 90112.0);
   EXPECT_DOUBLE_EQ(pl.memory[1].activations, 2 * 90112.0 + 25600);
   EXPECT_DOUBLE_EQ(pl.memory[1].weights, (49984 + 128 + 6400) * 2.0);
+  // Each stage has one neighbour: a buffer for the activation and one for the gradient that cross
+  // the boundary, 2·32·64·2 bytes each.
+  EXPECT_DOUBLE_EQ(pl.memory[0].buffers, 2 * 8192.0);
+  EXPECT_DOUBLE_EQ(pl.memory[1].buffers, 2 * 8192.0);
 }
 
 TEST(planner_cost, tensor_parallel_all_reduces_and_sharded_activations) {
@@ -154,8 +161,9 @@ TEST(planner_cost, data_parallel_ring_over_the_network_and_zero_sharding) {
   ASSERT_TRUE(r.has_value()) << r.error();
   EXPECT_EQ(r->replicas[0].micro_batches, 4u);
   EXPECT_EQ(r->replicas[1].micro_batches, 4u);
-  // Two members over the network (1e9 B/s, 10 µs): bytes/bw + 2 latencies.
-  EXPECT_DOUBLE_EQ(r->breakdown.data_parallel, 108544 * 2 / 1e9 + 2e-5);
+  // Two members over the network (1e9 B/s, 10 µs): a reduce-scatter of fp32 gradients and an
+  // all-gather of 16-bit weights, the volume of an all-reduce of 3 bytes a parameter.
+  EXPECT_DOUBLE_EQ(r->breakdown.data_parallel, 108544 * 3 / 1e9 + 2e-5);
   EXPECT_DOUBLE_EQ(r->memory[0].optimizer, 108544 * 12.0 / 2);
   EXPECT_DOUBLE_EQ(r->breakdown.optimizer, 108544 / 2.0 * 28 / 1e11);
   auto no_zero = p;
@@ -172,14 +180,14 @@ TEST(planner_cost, group_and_link_bandwidths_set_the_slowest_ring_link) {
   p.hardware.nodes[1].group = g;
   auto two = evaluate(p, shape({{0, 2, 1}}, {{{0, {0}}}, {{1, {0}}}}, 1));
   ASSERT_TRUE(two.has_value());
-  EXPECT_DOUBLE_EQ(two->breakdown.data_parallel, 108544 * 2 / 4e9 + 2e-5) << "inside the group";
+  EXPECT_DOUBLE_EQ(two->breakdown.data_parallel, 108544 * 3 / 4e9 + 2e-5) << "inside the group";
   auto three = evaluate(p, shape({{0, 2, 1}}, {{{0, {0}}}, {{1, {0}}}, {{2, {0}}}}, 1));
   ASSERT_TRUE(three.has_value());
-  EXPECT_DOUBLE_EQ(three->breakdown.data_parallel, 4.0 / 3 * 108544 * 2 / 1e9 + 4e-5) << "the default link leaves it";
+  EXPECT_DOUBLE_EQ(three->breakdown.data_parallel, 4.0 / 3 * 108544 * 3 / 1e9 + 4e-5) << "the default link leaves it";
   p.hardware.net.set_link(0, 1, 0.5e9);
   auto slow = evaluate(p, shape({{0, 2, 1}}, {{{0, {0}}}, {{1, {0}}}}, 1));
   ASSERT_TRUE(slow.has_value());
-  EXPECT_DOUBLE_EQ(slow->breakdown.data_parallel, 108544 * 2 / 0.5e9 + 2e-5) << "a pair's link overrides the group";
+  EXPECT_DOUBLE_EQ(slow->breakdown.data_parallel, 108544 * 3 / 0.5e9 + 2e-5) << "a pair's link overrides the group";
 }
 
 TEST(planner_cost, faster_replica_gets_more_micro_batches) {

@@ -179,6 +179,8 @@ TEST(planner_replan, when_the_repaired_plan_no_longer_fits_a_new_search_runs) {
   m.global_batch = 16;
   m.micro_batch_sizes = {1};
   m.recompute = config::recompute_policy::never;
+  m.gradient_bytes = 2;  // the arithmetic above: 16-bit gradients and no fragmentation margin
+  m.memory_margin = 0;
   plan current;
   current.stages = {{0, 4, 1}};
   for (std::uint32_t i = 0; i < 8; ++i)
