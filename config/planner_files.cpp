@@ -217,6 +217,8 @@ void read_nodes(diagnostics& diag, const toml::table& root, plan_cluster_spec& o
     }
     if (auto v = r.integer("devices", 1, 1024))
       node.devices = static_cast<std::uint32_t>(*v);
+    if (auto v = r.bandwidth("nic_bandwidth", 1e6, max_bandwidth))
+      node.nic_bandwidth = *v;
     std::uint32_t count = 1;
     if (auto v = r.integer("count", 1, 100000))
       count = static_cast<std::uint32_t>(*v);

@@ -66,6 +66,10 @@ struct plan_node {
   std::string type;
   /// Devices in the node. Default: 8.
   std::uint32_t devices = 8;
+  /// Bandwidth of the node's network interface, shared by its devices that communicate with other
+  /// nodes at once, bytes/s per direction; 0 gives each device the network's per-device figure.
+  /// Default: 0.
+  double nic_bandwidth = 0;
   /// The [[nodes]] entry it came from, and that entry's `name` (the base of expanded names).
   std::string entry_name;
   source_place place;

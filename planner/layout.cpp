@@ -28,6 +28,19 @@ void finish_layout(const cluster& c, layout& l) {
   l.used_devices = 0;
   for (auto t : l.tensor)
     l.used_devices += t * d;
+  // A node's network interface is shared by its devices that the layout uses: at the end of a step
+  // they all reduce their stage's gradients with other nodes at once.
+  std::map<std::uint32_t, std::uint32_t> used_on;
+  for (std::uint32_t r = 0; r < d; ++r)
+    for (std::uint32_t s = 0; s < p; ++s)
+      used_on[l.replicas[r][s].node] += l.tensor[s];
+  const auto between = [&](std::uint32_t a, std::uint32_t b) {
+    double bw = c.net.bandwidth(c.nodes, a, b);
+    for (auto n : {a, b})
+      if (c.nodes[n].nic_bandwidth > 0)
+        bw = std::min(bw, c.nodes[n].nic_bandwidth / std::max<std::uint32_t>(used_on[n], 1));
+    return bw;
+  };
   for (std::uint32_t r = 0; r < d; ++r) {
     const auto& rep = l.replicas[r];
     RK_CHECK_EQ(rep.size(), p);
@@ -42,7 +55,7 @@ void finish_layout(const cluster& c, layout& l) {
         cls.link_bandwidth.push_back(t.link_bandwidth);
         cls.link_latency.push_back(t.link_latency);
       } else {
-        cls.link_bandwidth.push_back(c.net.bandwidth(c.nodes, a, b));
+        cls.link_bandwidth.push_back(between(a, b));
         cls.link_latency.push_back(c.net.latency());
       }
     }
@@ -105,7 +118,7 @@ void finish_layout(const cluster& c, layout& l) {
       if (a == b) {
         bw = std::min(bw, c.types[c.nodes[a].type].link_bandwidth);
       } else {
-        bw = std::min(bw, c.net.bandwidth(c.nodes, a, b));
+        bw = std::min(bw, between(a, b));
         crosses_nodes = true;
       }
     }

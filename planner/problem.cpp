@@ -85,6 +85,7 @@ expected<problem> make_problem(const config::plan_cluster_spec& c, const config:
     x.type = static_cast<std::uint32_t>(c.find_type(n.type));
     for (std::uint32_t i = 0; i < n.devices; ++i)
       x.devices.push_back(i);
+    x.nic_bandwidth = n.nic_bandwidth;
     hw.nodes.push_back(std::move(x));
   }
   for (const auto& g : c.network.groups) {

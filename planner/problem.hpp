@@ -55,6 +55,9 @@ struct node {
   std::vector<std::uint32_t> devices;
   /// Index of the node's network group, or no_group.
   std::uint32_t group = no_group;
+  /// The node's network interface, bytes/s per direction, shared by its devices that talk to other
+  /// nodes at once; 0: each device has the network's per-device bandwidth.
+  double nic_bandwidth = 0;
 
   static constexpr std::uint32_t no_group = 0xffffffffu;
 };

@@ -155,13 +155,17 @@ memory_bandwidth = "864GB/s"
 link_bandwidth = "200Gb/s"
 link_latency = "3us"
 reserved_memory = "512MiB"
+layer_overhead = "35us"
 [[nodes]]
 name = "n"
 type = "x"
+nic_bandwidth = "400Gb/s"
 )",
                               "c.toml");
   ASSERT_TRUE(r.ok()) << r.error_text();
   const auto& t = r.value->types[0];
+  EXPECT_DOUBLE_EQ(t.layer_overhead, 35e-6);
+  EXPECT_DOUBLE_EQ(r.value->nodes[0].nic_bandwidth, 50e9) << "shared by the node's devices";
   EXPECT_DOUBLE_EQ(t.fp16_flops, 100.5e12);
   EXPECT_EQ(t.bf16_flops, 0.0);
   EXPECT_DOUBLE_EQ(t.memory, 48e9);

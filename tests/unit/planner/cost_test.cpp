@@ -190,6 +190,27 @@ TEST(planner_cost, group_and_link_bandwidths_set_the_slowest_ring_link) {
   EXPECT_DOUBLE_EQ(slow->breakdown.data_parallel, 108544 * 3 / 0.5e9 + 2e-5) << "a pair's link overrides the group";
 }
 
+TEST(planner_cost, a_nic_shared_by_a_nodes_devices_slows_their_rings_across_nodes) {
+  // Two nodes of two devices; each device's share of the network is 1e9 B/s.
+  auto p = tiny_problem({2, 2});
+  const auto four = shape({{0, 2, 1}}, {{{0, {0}}}, {{0, {1}}}, {{1, {0}}}, {{1, {1}}}}, 1);
+  auto own = evaluate(p, four);
+  ASSERT_TRUE(own.has_value()) << own.error();
+  // The ring 0,1 on n0 then 2,3 on n1: its slowest link is the network's 1e9 B/s.
+  const double volume = 2.0 * 3 / 4 * 108544 * 3;  // 2(d-1)/d of 3 bytes a parameter, d = 4
+  EXPECT_DOUBLE_EQ(own->breakdown.data_parallel, volume / 1e9 + 6e-5);
+  // One 1 GB/s interface per node, shared by the node's two devices: 0.5e9 each.
+  for (auto& n : p.hardware.nodes)
+    n.nic_bandwidth = 1e9;
+  auto shared = evaluate(p, four);
+  ASSERT_TRUE(shared.has_value());
+  EXPECT_DOUBLE_EQ(shared->breakdown.data_parallel, volume / 0.5e9 + 6e-5);
+  // One replica per node uses one device each: the interface is its own again.
+  auto two = evaluate(p, shape({{0, 2, 1}}, {{{0, {0}}}, {{1, {0}}}}, 1));
+  ASSERT_TRUE(two.has_value());
+  EXPECT_DOUBLE_EQ(two->breakdown.data_parallel, 108544 * 3 / 1e9 + 2e-5);
+}
+
 TEST(planner_cost, faster_replica_gets_more_micro_batches) {
   const auto p = tiny_problem({1, 1}, {0, 1});  // n1 is twice as fast
   auto r = evaluate(p, shape({{0, 2, 1}}, {{{0, {0}}}, {{1, {0}}}}, 1));
