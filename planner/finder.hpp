@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -111,8 +112,13 @@ std::vector<std::uint32_t> even_split(std::uint32_t layers, std::uint32_t p);
 /// The fast search (search.hpp): candidate layouts, quick splits, polish, local search.
 void run_fast(finder& f);
 
-/// The local search over layouts from `start` (search.hpp, "Fast", step 4). `visited` holds the
-/// layouts already tried, shared between starts.
-void improve_layout(finder& f, candidate start, std::set<std::string>& visited);
+/// Layouts the local search has evaluated, shared between its starts: the best candidate found on
+/// each (nothing where none was valid), so that a later start passes through a layout an earlier
+/// one evaluated without evaluating it again (a layout two moves away is often reachable only
+/// through one evaluated before).
+using explored_layouts = std::map<std::string, std::optional<candidate>>;
+
+/// The local search over layouts from `start` (search.hpp, "Fast", step 4).
+void improve_layout(finder& f, candidate start, explored_layouts& explored);
 
 }  // namespace rekindle::planner::detail

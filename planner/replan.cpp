@@ -131,7 +131,7 @@ expected<replan_result> replan_impl(const problem& p, const plan& current, std::
                   " dropped (no idle devices of their type left)");
 
   // 2. Evaluate the repaired layout with the old stages; re-share micro-batches; polish.
-  std::set<std::string> visited;
+  detail::explored_layouts explored;
   std::optional<candidate> warm;
   if (!kept.empty()) {
     detail::layout l;
@@ -169,7 +169,7 @@ expected<replan_result> replan_impl(const problem& p, const plan& current, std::
 
   // 3. Look around the repaired layout while the budget lasts.
   if (warm && !f.stopped())
-    detail::improve_layout(f, *warm, visited);
+    detail::improve_layout(f, *warm, explored);
   // 4. Nothing fits: search the remaining devices until a plan is found or none can exist.
   if (f.ranking().empty()) {
     f.clear_deadline();

@@ -221,8 +221,11 @@ std::vector<std::uint32_t> memory_order(const cluster& c, const std::vector<std:
 }
 
 // Candidate replica sets for tensor degree t and p stages, from `groups[type]` groups of t devices.
+// With `all_orders`, replicas that mix types come in every order of their types (up to
+// max_orders), not only in blocks.
+constexpr std::size_t max_orders = 64;
 std::vector<pattern_set> fast_pattern_sets(const cluster& c, const std::vector<std::uint32_t>& groups, std::uint32_t p,
-                                           std::uint32_t max_replicas) {
+                                           std::uint32_t max_replicas, bool all_orders) {
   std::vector<std::uint32_t> present;
   for (std::uint32_t t = 0; t < groups.size(); ++t)
     if (groups[t] > 0)
@@ -327,9 +330,25 @@ std::vector<pattern_set> fast_pattern_sets(const cluster& c, const std::vector<s
       pattern pat;
       for (std::size_t i = 0; i < s.size(); ++i)
         pat.insert(pat.end(), cnt[i], s[i]);
-      add(pattern_set(d, pat));
-      std::reverse(pat.begin(), pat.end());
-      add(pattern_set(d, pat));
+      // Every order of the types along the pipeline where there are few (a small cluster whose
+      // memory is tight may fit only with a roomy type between two others), else both orders of
+      // the blocks.
+      std::vector<pattern> orders;
+      if (all_orders) {
+        auto q = pat;
+        std::sort(q.begin(), q.end());
+        do
+          orders.push_back(q);
+        while (orders.size() <= max_orders && std::next_permutation(q.begin(), q.end()));
+        if (orders.size() > max_orders)
+          orders.clear();
+      }
+      if (orders.empty()) {
+        orders.push_back(pat);
+        orders.emplace_back(pat.rbegin(), pat.rend());
+      }
+      for (const auto& o : orders)
+        add(pattern_set(d, o));
     }
   }
   return out;
@@ -344,9 +363,10 @@ pattern_set patterns_of(const layout& l) {
 }
 
 // Layouts one step away from (tensor, patterns): one stage's tensor degree halved or doubled; a
-// stage's device type changed in one replica or in all replicas of a class; two neighbouring
-// stages' types, or whole stages, swapped; a replica added or removed; a stage split in two or
-// merged with the next.
+// stage's device type changed in one replica or in all replicas of a class, or exchanged between
+// two replicas; two neighbouring stages' types, or whole stages, swapped; a replica added or
+// removed; a stage split in two (halves of half the width on the same devices, or one half on
+// other devices) or merged with the next.
 std::vector<std::pair<std::vector<std::uint32_t>, pattern_set>> neighbours(const finder& f,
                                                                             const std::vector<std::uint32_t>& tensor,
                                                                             const pattern_set& patterns,
@@ -403,6 +423,16 @@ std::vector<std::pair<std::vector<std::uint32_t>, pattern_set>> neighbours(const
       out.emplace_back(tensor, std::move(fewer));
     }
   }
+  // Two replicas of different patterns exchange one stage's device types: the device counts stay
+  // the same, so a layout whose every type is in use can still mix types within its replicas.
+  for (auto a = classes.begin(); a != classes.end(); ++a)
+    for (auto b = std::next(a); b != classes.end(); ++b)
+      for (std::uint32_t s = 0; s < p; ++s)
+        if (a->first[s] != b->first[s]) {
+          auto exchanged = patterns;
+          std::swap(exchanged[a->second.front()][s], exchanged[b->second.front()][s]);
+          out.emplace_back(tensor, std::move(exchanged));
+        }
   for (std::uint32_t s = 0; s + 1 < p; ++s)
     if (tensor[s] != tensor[s + 1]) {
       auto t2 = tensor;
@@ -421,16 +451,22 @@ std::vector<std::pair<std::vector<std::uint32_t>, pattern_set>> neighbours(const
     }
   const auto allowed = [&](std::uint32_t t) { return std::find(degrees.begin(), degrees.end(), t) != degrees.end(); };
   for (std::uint32_t s = 0; s < p; ++s) {
-    // Split a stage in two; the new half may be narrower and of another device type.
+    // Split a stage in two; the new half may be narrower, or twice as wide, and of another
+    // device type (a half that needs a wider group to hold its layers is reached in one move).
+    std::vector<std::uint32_t> widths;
+    for (std::uint32_t w = tensor[s]; w >= 1; w /= 2)
+      widths.push_back(w);
+    if (allowed(2 * tensor[s]))
+      widths.push_back(2 * tensor[s]);
     if (p < m.layers)
-      for (std::uint32_t narrow = tensor[s]; narrow >= 1; narrow /= 2)
+      for (auto width : widths)
         for (std::uint32_t side = 0; side < 2; ++side)
           for (auto y : types) {
-            if (narrow == tensor[s] && side == 1 && y == patterns.front()[s])
+            if (width == tensor[s] && side == 1 && y == patterns.front()[s])
               continue;
             auto t2 = tensor;
             t2.insert(t2.begin() + s, tensor[s]);
-            t2[s + side] = narrow;
+            t2[s + side] = width;
             auto pats = patterns;
             for (auto& x : pats) {
               x.insert(x.begin() + s, x[s]);
@@ -438,6 +474,16 @@ std::vector<std::pair<std::vector<std::uint32_t>, pattern_set>> neighbours(const
             }
             out.emplace_back(std::move(t2), std::move(pats));
           }
+    // Split a stage into two of half its width on the same devices.
+    if (p < m.layers && tensor[s] > 1) {
+      auto t2 = tensor;
+      t2[s] /= 2;
+      t2.insert(t2.begin() + s, t2[s]);
+      auto pats = patterns;
+      for (auto& x : pats)
+        x.insert(x.begin() + s, x[s]);
+      out.emplace_back(std::move(t2), std::move(pats));
+    }
     // Merge a stage with the next, as wide as either or twice the wider.
     if (s + 1 < p) {
       const auto wide = std::max(tensor[s], tensor[s + 1]);
@@ -476,53 +522,70 @@ std::string spec_key(const std::vector<std::uint32_t>& tensor, pattern_set patte
   return key;
 }
 
-// Searches layouts from `start`: moves to the best unvisited neighbour each step (a worse one too,
-// a few times in a row, to leave shallow local optima) and keeps the best layout seen.
+// Searches layouts from `start`: moves to the best neighbour not yet on this walk each step (a
+// worse one too, a few times in a row, to leave shallow local optima) and keeps the best layout
+// seen. A neighbour another walk evaluated is taken from `explored`, not evaluated again.
 }  // namespace
 
-void detail::improve_layout(finder& f, candidate start, std::set<std::string>& visited) {
+void detail::improve_layout(finder& f, candidate start, explored_layouts& explored) {
   const auto& hw = f.target().hardware;
   const auto& m = f.target().workload;
   const auto info = describe(hw);
   auto current = f.polish(std::move(start));
   auto best_seen = current;
-  visited.insert(spec_key(current.where->tensor, patterns_of(*current.where)));
   // Small layouts try every micro-batch size and recompute choice per neighbour and may take
   // three worse steps; large ones keep the current choices (revisited at the end) and take one.
   const bool small = current.where->used_devices <= 16;
   const int worse_steps = small ? 6 : 1;
+  // A large layout's neighbours are evaluated with the current choices only, so those are part
+  // of what was explored.
+  const auto key_of = [&](const std::vector<std::uint32_t>& tensor, const pattern_set& patterns) {
+    auto key = spec_key(tensor, patterns);
+    if (!small)
+      key += "#" + std::to_string(current.micro_batch) + (current.recompute ? "r" : "");
+    return key;
+  };
+  std::set<std::string> walk{key_of(current.where->tensor, patterns_of(*current.where))};
+  explored.try_emplace(*walk.begin(), current);
   int worse = 0;
   for (int step = 0; step < 64; ++step) {
     std::optional<candidate> best;
     for (auto& [tensor, patterns] : neighbours(f, current.where->tensor, patterns_of(*current.where), info.present)) {
       if (f.stopped())
         return;
-      if (!visited.insert(spec_key(tensor, patterns)).second)
+      auto key = key_of(tensor, patterns);
+      if (!walk.insert(key).second)
         continue;
-      auto placed = detail::place(hw, tensor, patterns);
-      if (!placed)
-        continue;
-      ++f.stats().layouts;
-      auto l = std::make_shared<const layout>(std::move(*placed));
-      for (bool rc : f.recompute_choices()) {
-        if (!small && rc != current.recompute)
+      auto [known, fresh] = explored.try_emplace(std::move(key));
+      if (fresh) {
+        auto placed = detail::place(hw, tensor, patterns);
+        if (!placed)
           continue;
-        for (auto b : f.micro_batch_sizes()) {
-          if ((!small && b != current.micro_batch) || m.global_batch / b < l->data())
+        ++f.stats().layouts;
+        auto l = std::make_shared<const layout>(std::move(*placed));
+        for (bool rc : f.recompute_choices()) {
+          if (!small && rc != current.recompute)
             continue;
-          auto split = f.quick_split(*l, b, rc);
-          const bool fits = split.has_value();
-          // Without a split that fits, the one closest to fitting still says how close it is.
-          if (!fits && current.result.feasible())
-            continue;
-          if (!fits)
-            split = f.memory_split(*l, b, rc);
-          auto e = f.evaluate(l, *split, b, rc);
-          candidate c{l, std::move(*split), b, rc, std::move(e)};
-          if (c.result.valid && (!best || c.score() < best->score()))
-            best = std::move(c);
+          for (auto b : f.micro_batch_sizes()) {
+            if ((!small && b != current.micro_batch) || m.global_batch / b < l->data())
+              continue;
+            auto split = f.quick_split(*l, b, rc);
+            const bool fits = split.has_value();
+            // Without a split that fits, the one closest to fitting still says how close it is.
+            if (!fits && current.result.feasible())
+              continue;
+            if (!fits)
+              split = f.memory_split(*l, b, rc);
+            auto e = f.evaluate(l, *split, b, rc);
+            candidate c{l, std::move(*split), b, rc, std::move(e)};
+            if (c.result.valid && (!known->second || c.score() < known->second->score()))
+              known->second = std::move(c);
+          }
         }
       }
+      const auto& c = known->second;
+      if (c && (!current.result.feasible() || c->result.feasible()) && (!best || c->score() < best->score()))
+        best = c;
     }
     if (!best)
       break;
@@ -630,7 +693,7 @@ void detail::run_fast(finder& f) {
       const std::vector<std::uint32_t> tensor(p, t);
       double best_p = 1e300;
       std::set<std::string> seen;
-      for (auto& set : fast_pattern_sets(hw, groups, p, max_replicas)) {
+      for (auto& set : fast_pattern_sets(hw, groups, p, max_replicas, small_cluster)) {
         auto placed = detail::place(hw, tensor, set);
         if (!placed || !seen.insert(placed->signature).second)
           continue;
@@ -668,8 +731,8 @@ void detail::run_fast(finder& f) {
   // Without any plan that fits, start from the layouts that came closest.
   if (seeds.empty())
     seeds = closest;
-  // The seeds share what was visited, so each explores new ground.
-  std::set<std::string> visited;
+  // The seeds share what was explored: each evaluates only new ground.
+  explored_layouts explored;
   std::set<std::string> started;
   const std::size_t seed_count = small_cluster ? 64 : 8;
   std::size_t used = 0;
@@ -679,7 +742,7 @@ void detail::run_fast(finder& f) {
     if (!started.insert(c.where->signature).second)
       continue;
     ++used;
-    improve_layout(f, c, visited);
+    improve_layout(f, c, explored);
   }
   // Small clusters: iterated local search. Kick the best layout by a few random moves and search
   // again from there; the generator is seeded by the problem, so results repeat.
@@ -723,7 +786,7 @@ void detail::run_fast(finder& f) {
           start = candidate{l, std::move(*split), b, rc, std::move(e)};
       }
     if (start)
-      improve_layout(f, std::move(*start), visited);
+      improve_layout(f, std::move(*start), explored);
   }
 }
 
