@@ -32,16 +32,6 @@ constexpr std::uint64_t slot_magic = 0x00'00'54'4f'4c'53'4b'52ull;  // "RKSLOT\0
 constexpr std::uint32_t slot_version = 2;
 constexpr std::size_t page = 4096;
 
-// Reads one byte of every page (see snapshot_slot::open).
-void touch_pages(const std::byte* base, std::size_t size) noexcept {
-  unsigned char sum = 0;
-  for (std::size_t at = 0; at < size; at += page) {
-    const auto* byte = reinterpret_cast<const unsigned char*>(base + at);
-    sum = static_cast<unsigned char>(sum + __atomic_load_n(byte, __ATOMIC_RELAXED));
-  }
-  asm volatile("" : : "r"(sum));  // kept: the loads are the point
-}
-
 constexpr std::uint32_t no_half = 0xffffffffu;
 constexpr std::uint64_t max_capacity = 1ull << 44;  // 16 TiB: far above any rank state
 constexpr int max_read_attempts = 1000;
@@ -259,15 +249,21 @@ expected<snapshot_slot> snapshot_slot::open(const std::string& name) {
     return bad(off_capacity, "capacity", std::to_string(cap) + " does not fit an object of " + std::to_string(size) +
                                              " bytes (needs 4096 + 2 x capacity, a multiple of 4096)");
   slot.capacity_ = cap;
-  // One read of every page through this mapping. MAP_POPULATE fills the page tables, but on some
-  // virtual machines the first access to each page through a new mapping still costs several
-  // microseconds (6.5 us a page on the 2-core VM of docs/PERFORMANCE.md): without this the first
-  // snapshot into each half paid 120 ms per 98 MB inside a training step, and a restore from a
-  // half mapped ahead paid it on the recovery path. Here it is paid when the slot is opened, which
-  // a worker does before it trains and a standby before any failure. Reads only: the halves may
-  // hold a snapshot that other processes read.
-  touch_pages(base, static_cast<std::size_t>(size));
   return slot;
+}
+
+bool snapshot_slot::touch_pages(const std::stop_token& stop) const noexcept {
+  // One byte of every page, reads only: the halves may hold a snapshot other processes read.
+  constexpr std::size_t pages_between_checks = 256;
+  unsigned char sum = 0;
+  for (std::size_t at = 0; at < size_; at += page) {
+    if ((at / page) % pages_between_checks == 0 && stop.stop_requested())
+      return false;
+    const auto* byte = reinterpret_cast<const unsigned char*>(base_ + at);
+    sum = static_cast<unsigned char>(sum + __atomic_load_n(byte, __ATOMIC_RELAXED));
+  }
+  asm volatile("" : : "r"(sum));  // kept: the loads are the point
+  return true;
 }
 
 status snapshot_slot::remove(const std::string& name) {
