@@ -31,6 +31,8 @@
 #include <cstdio>
 #include <iostream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "bench/local_job.hpp"
 #include "common/logging.hpp"
@@ -75,7 +77,26 @@ struct run_figures {
   double wall = 0;
   double cpu = 0;
   bool ok = false;
+  /// Steps after the warm-up that took more than twice the median step: (step, seconds). A
+  /// one-off cost inside a step (the first snapshot into each half of a slot once took 160 ms
+  /// against 38) shows here before it shows in the mean.
+  std::vector<std::pair<std::uint64_t, double>> slow_steps;
 };
+
+// The steps of `seconds` (step i + 1 at index i) after the first `skip` that took more than twice
+// the median of those steps.
+std::vector<std::pair<std::uint64_t, double>> slow_steps_of(const std::vector<double>& seconds, std::uint64_t skip) {
+  std::vector<std::pair<std::uint64_t, double>> out;
+  if (seconds.size() <= skip)
+    return out;
+  std::vector<double> kept(seconds.begin() + static_cast<std::ptrdiff_t>(skip), seconds.end());
+  std::nth_element(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(kept.size() / 2), kept.end());
+  const double limit = 2 * kept[kept.size() / 2];
+  for (std::size_t i = skip; i < seconds.size(); ++i)
+    if (seconds[i] > limit)
+      out.emplace_back(i + 1, seconds[i]);
+  return out;
+}
 
 // Samples the CPU time of the job's processes every 100 ms, with the step rank 0 had finished,
 // until `done`; the CPU seconds per step between the first sample at or past `from` and the last
@@ -148,6 +169,7 @@ run_figures run_bare_kind(const options& o, const model_choice& m, int world, co
   });
   run_figures f;
   f.wall = mean_after(steps.seconds, o.warmup);
+  f.slow_steps = slow_steps_of(steps.seconds, o.warmup);
   f.cpu = sampler.per_step();
   f.ok = f.wall > 0 && f.cpu > 0;
   return f;
@@ -175,7 +197,9 @@ run_figures run_service_kind(const options& o, const model_choice& m, int world,
     std::cerr << "overhead: the job did not complete; see " << (dir / "n0.log").string() << "\n";
     return f;
   }
-  f.wall = mean_after(report.value("step_seconds", std::vector<double>{}), o.warmup);
+  const auto step_seconds = report.value("step_seconds", std::vector<double>{});
+  f.wall = mean_after(step_seconds, o.warmup);
+  f.slow_steps = slow_steps_of(step_seconds, o.warmup);
   f.cpu = sampler.per_step();
   f.ok = f.wall > 0 && f.cpu > 0;
   return f;
@@ -247,6 +271,13 @@ int run(const options& o) {
         }
         runs[k].push_back(f);
         std::printf("  %s %.1f ms (CPU %.1f ms)", name_of(k), f.wall * 1e3, f.cpu * 1e3);
+        if (!f.slow_steps.empty()) {
+          std::printf(" [%zu step%s over 2x the median:", f.slow_steps.size(), f.slow_steps.size() == 1 ? "" : "s");
+          for (std::size_t i = 0; i < std::min<std::size_t>(f.slow_steps.size(), 4); ++i)
+            std::printf(" %llu (%.0f ms)", static_cast<unsigned long long>(f.slow_steps[i].first),
+                        f.slow_steps[i].second * 1e3);
+          std::printf("%s]", f.slow_steps.size() > 4 ? " ..." : "");
+        }
         std::fflush(stdout);
       }
       std::printf("\n");
@@ -256,12 +287,17 @@ int run(const options& o) {
     json jw;
     for (const kind k : kinds_of(o)) {
       std::vector<double> wall, cpu;
+      json slow = json::array();
       for (const auto& f : runs[k]) {
         wall.push_back(f.wall);
         cpu.push_back(f.cpu);
+        json round = json::array();
+        for (const auto& [step, seconds] : f.slow_steps)
+          round.push_back({{"step", step}, {"s", seconds}});
+        slow.push_back(std::move(round));
       }
       jw[name_of(k)] = {{"step_s", wall}, {"cpu_s_per_step", cpu}, {"step_s_median", median(wall)},
-                        {"cpu_s_median", median(cpu)}};
+                        {"cpu_s_median", median(cpu)}, {"slow_steps", std::move(slow)}};
       if (k == kind::bare)
         continue;
       std::vector<double> wall_ratio, cpu_ratio;
