@@ -149,8 +149,8 @@ class snapshot_slot {
   /// MAP_POPULATE fills the page tables, but on some virtual machines the first access to each
   /// page through a new mapping still costs microseconds (6.5 us a page on the VM of
   /// docs/PERFORMANCE.md: 120 ms per 98 MB), which the first snapshot into each half, or a restore,
-  /// would otherwise pay. A worker calls it before it trains; a standby when it maps the slots
-  /// ahead (rank_session::map_slots_ahead).
+  /// would otherwise pay. A worker calls it before it trains (a standby does not: see
+  /// rank_session::map_slots_ahead).
   [[nodiscard]] bool touch_pages(const std::stop_token& stop = {}) const noexcept;
   /// Removes the slot `name`; mappings stay valid until unmapped. Ok when it does not exist.
   [[nodiscard]] static status remove(const std::string& name);
