@@ -265,7 +265,7 @@ int rk_join(rk_rank** out) {
         last_error = "cannot open this rank's snapshot slot: " + opened.error().message();
         return RK_ERR_INTERNAL;
       }
-      (void)opened->touch_pages();  // before training, not in the first snapshots' steps
+      opened->touch_pages();  // before training, not in the first snapshots' steps
       slot = std::move(*opened);
     }
     auto process = actors::rank_process::connect(spec, *node, "rank " + node_name + "/" + local, agent);

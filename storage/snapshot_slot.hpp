@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <optional>
 #include <span>
-#include <stop_token>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,13 +144,13 @@ class snapshot_slot {
   /// data_loss (not a slot, or a header that contradicts the object's size; names the field and
   /// byte offset), permission_denied.
   [[nodiscard]] static expected<snapshot_slot> open(const std::string& name);
-  /// Reads one byte of every page through this mapping; false when `stop` ended it first.
+  /// Reads one byte of every page through this mapping.
   /// MAP_POPULATE fills the page tables, but on some virtual machines the first access to each
   /// page through a new mapping still costs microseconds (6.5 us a page on the VM of
   /// docs/PERFORMANCE.md: 120 ms per 98 MB), which the first snapshot into each half, or a restore,
   /// would otherwise pay. A worker calls it before it trains (a standby does not: see
   /// rank_session::map_slots_ahead).
-  [[nodiscard]] bool touch_pages(const std::stop_token& stop = {}) const noexcept;
+  void touch_pages() const noexcept;
   /// Removes the slot `name`; mappings stay valid until unmapped. Ok when it does not exist.
   [[nodiscard]] static status remove(const std::string& name);
   /// Removes every slot whose name starts with `prefix` (a previous daemon's leftovers, found in

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
       spdlog::error("cannot open the snapshot slot: {}", opened.error().message());
       return 3;
     }
-    (void)opened->touch_pages();  // before training, not in the first snapshots' steps
+    opened->touch_pages();  // before training, not in the first snapshots' steps
     slot = std::move(*opened);
   }
 
