@@ -1,7 +1,7 @@
 // allreduce: bandwidth of the UCX ring allreduce between processes on this machine, next to
 // Open MPI's MPI_Allreduce, Gloo's ring allreduce and memcpy, all measured in the same run.
 //
-//   allreduce [--ranks 2,4] [--min 4KiB] [--max 256MiB] [--runs 5] [--chunk 1MiB] [--json]
+//   allreduce [--ranks 2,4] [--min 4KiB] [--max 256MiB] [--runs 5] [--chunk 512KiB] [--json]
 //             [--no-baselines]
 //
 // Every rank is a separate process. For each size the result is verified first (exact integer
@@ -39,7 +39,7 @@ struct options {
   std::uint64_t min = 4 << 10;
   std::uint64_t max = 256 << 20;
   int runs = 5;
-  std::uint64_t chunk = 1 << 20;
+  std::uint64_t chunk = transport::ring_options{}.chunk_size;  // the default of transport.chunk_size
   bool json = false;
   bool baselines = true;
 };
@@ -216,7 +216,7 @@ int main(int argc, char** argv) {
     else if (a == "--size") size = std::stoi(next());
     else if (a == "--dir") dir = next();
     else if (a == "--help" || a == "-h") {
-      std::cout << "usage: allreduce [--ranks 2,4] [--min 4KiB] [--max 256MiB] [--runs 5] [--chunk 1MiB] [--json] "
+      std::cout << "usage: allreduce [--ranks 2,4] [--min 4KiB] [--max 256MiB] [--runs 5] [--chunk 512KiB] [--json] "
                    "[--no-baselines]\n";
       return 0;
     } else {

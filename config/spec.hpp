@@ -267,8 +267,9 @@ struct security_spec {
 struct transport_spec {
   /// Frames larger than this are dropped. Default: 16MiB.
   std::uint64_t max_frame_size = 16ull << 20;
-  /// Chunk size of the pipelined ring collectives. Default: 1MiB.
-  std::uint64_t chunk_size = 1ull << 20;
+  /// Chunk size of the pipelined ring collectives. Default: 512KiB (docs/PERFORMANCE.md,
+  /// "Transport": against 1 MiB, 1.3-2x the bus bandwidth from 4 MiB up on one host).
+  std::uint64_t chunk_size = 512ull << 10;
   /// UCX_NET_DEVICES for the daemons and workers; empty keeps UCX's choice. Default: "".
   std::string net_devices;
   /// UCX_TLS; empty keeps UCX's choice. Default: "".

@@ -15,8 +15,8 @@ namespace rekindle::transport {
 struct ring_options {
   /// Deadline of every collective call, and of connect(). Default: 10s.
   std::chrono::nanoseconds timeout = std::chrono::seconds{10};
-  /// Bytes per pipelined chunk. Default: 1MiB.
-  std::size_t chunk_size = std::size_t{1} << 20;
+  /// Bytes per pipelined chunk. Default: 512KiB, as transport.chunk_size.
+  std::size_t chunk_size = std::size_t{512} << 10;
   /// UCX_NET_DEVICES and UCX_TLS; empty keeps UCX's choice.
   std::string net_devices;
   std::string tls;
