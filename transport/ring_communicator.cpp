@@ -199,7 +199,10 @@ class ring_communicator::impl {
     // 1. Mapped keys go before their endpoints. 2. Endpoints close: peer-failure ones by force
     // (queued sends complete with an error), the others gracefully without waiting. 3. The links
     // wind down while the shared worker progresses; what UCX still holds after a while stays in
-    // the resources' graveyard, never freed under a pending request.
+    // the resources' graveyard, never freed under a pending request. A communicator that failed
+    // or was aborted (a peer died: the recovery waits for this) gives its links 20 ms: a send to
+    // a dead peer on another host is not released sooner by waiting, and the full 500 ms was
+    // half a second of every such recovery.
     auto& res = resources_->internals();
     const bool sender_shm = sender_ && right_local_;
     if (sender_shm)
@@ -216,7 +219,7 @@ class ring_communicator::impl {
       close(right_ep_, right_force_);
     if (left_ep_ != nullptr && left_ep_ != right_ep_)
       close(left_ep_, left_force_);
-    const auto limit = clock_type::now() + 500ms;
+    const auto limit = clock_type::now() + (broken_.ok() && !aborted() ? 500ms : 20ms);
     while (clock_type::now() < limit) {
       const bool s = !sender_ || sender_->wind_down();
       const bool r = !receiver_ || receiver_->wind_down();
