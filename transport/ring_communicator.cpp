@@ -196,8 +196,10 @@ class ring_communicator::impl {
       : resources_(std::move(resources)), rank_(rank), size_(size), options_(std::move(options)) {}
 
   ~impl() {
-    // 1. Mapped keys go before their endpoints. 2. Endpoints close: peer-failure ones by force
-    // (queued sends complete with an error), the others gracefully without waiting. 3. The links
+    // 1. Mapped keys go before their endpoints. 2. Endpoints close by force (queued sends complete
+    // with an error; all are peer-failure endpoints, so neither side sees a transport error, and
+    // no flush waits on a peer that may be dead: a same-host one logged three UCX errors in each
+    // survivor of every recovery when it was closed gracefully). 3. The links
     // wind down while the shared worker progresses; what UCX still holds after a while stays in
     // the resources' graveyard, never freed under a pending request. A communicator that failed
     // or was aborted (a peer died: the recovery waits for this) gives its links 20 ms: a send to
@@ -207,18 +209,18 @@ class ring_communicator::impl {
     const bool sender_shm = sender_ && right_local_;
     if (sender_shm)
       sender_.reset();
-    const auto close = [](ucp_ep_h ep, bool force) {
+    const auto close = [](ucp_ep_h ep) {
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
       void* req = ucp_ep_close_nbx(ep, &p);
       if (req != nullptr && !UCS_PTR_IS_ERR(req))
         ucp_request_free(req);
     };
     if (right_ep_ != nullptr)
-      close(right_ep_, right_force_);
+      close(right_ep_);
     if (left_ep_ != nullptr && left_ep_ != right_ep_)
-      close(left_ep_, left_force_);
+      close(left_ep_);
     const auto limit = clock_type::now() + (broken_.ok() && !aborted() ? 500ms : 20ms);
     while (clock_type::now() < limit) {
       const bool s = !sender_ || sender_->wind_down();
@@ -273,11 +275,9 @@ class ring_communicator::impl {
     right_local_ = right_address.host == host_;
     const bool left_local = left_address.host == host_;
 
-    // To the right: a same-host neighbour's mailbox is mapped (the endpoint carries no traffic,
-    // only the key, so no error handling is needed); another host gets tag messages over a
-    // peer-failure endpoint.
-    RK_ASSIGN_OR_RETURN(right_ep_, open_endpoint(right, right_address, !right_local_));
-    right_force_ = !right_local_;
+    // To the right: a same-host neighbour's mailbox is mapped (the endpoint carries only the
+    // key); another host gets tag messages. Either way a peer-failure endpoint, closed by force.
+    RK_ASSIGN_OR_RETURN(right_ep_, open_endpoint(right, right_address));
     ucp_ep_h right_ep = right_ep_;
     if (right_local_) {
       auto s = detail::make_shm_sender(right_ep, right_address.mailbox, layout());
@@ -295,9 +295,8 @@ class ring_communicator::impl {
     } else {
       ucp_ep_h left_ep = right_ep;
       if (left != right || right_local_) {
-        RK_ASSIGN_OR_RETURN(left_ep, open_endpoint(left, left_address, true));
+        RK_ASSIGN_OR_RETURN(left_ep, open_endpoint(left, left_address));
         left_ep_ = left_ep;
-        left_force_ = true;
       }
       receiver_ = detail::make_ucx_receiver(worker(), left_ep, chunk_, window(), gen_);
     }
@@ -566,16 +565,15 @@ class ring_communicator::impl {
     }
   }
 
-  expected<ucp_ep_h> open_endpoint(int peer, const ring_address& a, bool peer_mode) {
+  // A peer-failure endpoint: a dead peer fails its requests instead of the process.
+  expected<ucp_ep_h> open_endpoint(int peer, const ring_address& a) {
     ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t*>(a.worker.data());
-    params.err_mode = peer_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
-    if (peer_mode) {
-      params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      params.err_handler.cb = [](void*, ucp_ep_h, ucs_status_t) {};  // requests fail with the status
-      params.err_handler.arg = nullptr;
-    }
+    params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = [](void*, ucp_ep_h, ucs_status_t) {};  // requests fail with the status
+    params.err_handler.arg = nullptr;
     ucp_ep_h ep = nullptr;
     if (auto s = ucp_ep_create(worker(), &params, &ep); s != UCS_OK)
       return fail(ucx_status(s, "connecting to ring neighbour " + std::to_string(peer)));
@@ -604,8 +602,6 @@ class ring_communicator::impl {
   std::unique_ptr<detail::ring_sender> sender_;
   ucp_ep_h right_ep_ = nullptr;
   ucp_ep_h left_ep_ = nullptr;
-  bool right_force_ = false;
-  bool left_force_ = false;
   bool connected_ = false;
   bool right_local_ = false;
   /// Both neighbours on this host: every chunk goes through mailboxes.

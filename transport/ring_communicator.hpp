@@ -51,9 +51,9 @@ class ring_resources {
 /// Each rank sends only to its right neighbour and receives only from its left one. allreduce is
 /// a reduce-scatter followed by an allgather around the ring, each split into chunks so that a
 /// chunk is forwarded as soon as it is reduced; the reduction order of every element depends only
-/// on the world size, so reruns are bitwise identical. Neighbours on the same host connect in
-/// UCX's no-error-handling mode so shared memory carries the data; neighbours on other hosts use
-/// peer-failure mode. Either way every call is bounded by `timeout`.
+/// on the world size, so reruns are bitwise identical. A neighbour on the same host takes chunks
+/// through a mailbox it maps; neighbours on other hosts exchange UCX tag messages. Every endpoint
+/// is in peer-failure mode, and every call is bounded by `timeout`.
 ///
 /// Bootstrapping:
 ///   1. create() opens a UCX worker; address() is what this rank publishes at rendezvous.
