@@ -45,10 +45,9 @@ expected<std::unique_ptr<admin_client>> admin_client::connect(const config::spec
   o.token = target.token.empty() ? spec.security.token : target.token;
   o.keepalive = spec.timeouts.heartbeat;
   o.peer_timeout = std::max<std::chrono::nanoseconds>(spec.timeouts.node, std::chrono::seconds{5});
-  // transport.net_devices names the nodes' devices; the shell runs wherever it is started (a
-  // node, a login host, another network namespace), so UCX chooses among this host's devices.
-  // Restricted to a device this host lacks, UCX refused the nodes' connections back to it.
-  o.net_devices.clear();
+  // No net_devices: transport.net_devices names the nodes' devices, and the shell runs wherever
+  // it is started (a node, a login host, another network namespace), so UCX chooses among this
+  // host's devices. Restricted to a device this host lacks, UCX refused the nodes' connections.
   o.tls = spec.transport.tls;
   RK_ASSIGN_OR_RETURN(c->bridge_, bridge::start(*c->system_, o));
   c->self_ = std::make_unique<caf::scoped_actor>(*c->system_);
