@@ -374,21 +374,21 @@ void checkpoint_actor::persist(const persist_request& p) {
       fail(rank, "slot " + std::to_string(local) + " holds another rank's state of step " + std::to_string(p.step.value()));
       continue;
     }
-    // Copied now, while the slot still holds it (the half is reused two snapshots on, sooner than
-    // a disk takes to write it), into a buffer an earlier checkpoint used: faulted in, not zeroed.
+    // Copied by the writer's copy thread at once, while the slot still holds it (the half is
+    // reused a few snapshots on, sooner than a disk takes to write it), into a buffer an earlier
+    // checkpoint used: faulted in, not zeroed. Not on this thread: the copies of a node's ranks
+    // take seconds on busy cores, and the snapshot reports behind them would wait as long.
     storage::shard_buffer buffer;
     if (!spare_buffers_.empty()) {
       buffer = std::move(spare_buffers_.back());
       spare_buffers_.pop_back();
     }
-    const auto sum = copy_and_checksum(buffer.reserve(view->data.size()), view->data);
-    if (!slots_[local].still_valid(*view) || sum != view->checksum) {
-      fail(rank, "the snapshot of step " + std::to_string(p.step.value()) + " in slot " + std::to_string(local) +
-                     (sum != view->checksum ? " fails its checksum" : " changed while it was copied"));
-      spare_buffers_.push_back(std::move(buffer));
-      continue;
-    }
-    writer_->submit(storage::shard_job{dir, p.step, rank, std::move(buffer), view->data.size(), sum});
+    const auto* slot = &slots_[local];  // slots_ outlives writer_ (declared before it)
+    storage::shard_source source{view->data, [slot, v = *view] { return slot->still_valid(v); }, view->checksum,
+                                 "the snapshot of step " + std::to_string(p.step.value()) + " in slot " +
+                                     std::to_string(local)};
+    storage::shard_job job{dir, p.step, rank, std::move(buffer), 0, 0, std::move(source)};
+    writer_->submit(std::move(job));
   }
 }
 

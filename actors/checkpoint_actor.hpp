@@ -37,10 +37,11 @@ namespace rekindle::actors {
 /// 6. A worker restoring a state it does not have in its own slot asks its node's checkpoint actor
 ///    (state_request); the request is served from this node's slots or replicas, or forwarded to
 ///    the daemon that holds the state.
-/// 7. Asked to persist a step (persist_request), it copies each local slot's snapshot of that step
-///    (checksum-checked on the way) into a buffer an earlier checkpoint used and hands it to a
-///    shard_writer thread, which writes it at a low priority; each shard's outcome goes to the
-///    supervisor (shard_persisted). Training never waits for the disk.
+/// 7. Asked to persist a step (persist_request), it hands each local slot's snapshot of that step
+///    to a shard_writer, whose copy thread copies it at once (checksum-checked on the way) into a
+///    buffer an earlier checkpoint used and whose writer thread writes it at a low priority; each
+///    shard's outcome goes to the supervisor (shard_persisted). Neither training nor this actor
+///    waits for the copies or the disk.
 ///
 /// Exposed to peers as "checkpoint". Thread-safety: an actor.
 class checkpoint_actor : public caf::event_based_actor {

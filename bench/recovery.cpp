@@ -465,7 +465,8 @@ int run(const options& o) {
               m.layers, m.width, static_cast<double>(m.params) / 1e6, m.state_bytes() / 1e6, m.seq_len,
               static_cast<unsigned long long>(o.snapshot_every));
   if (!torch)
-    std::printf("  TorchElastic baseline skipped: python3-torch is not installed (scripts/setup-deps)\n");
+    std::printf("  TorchElastic baseline skipped: %s\n", o.torch == "off" ? "--torch off"
+                                                                      : "python3-torch is not installed (scripts/setup-deps)");
   std::printf("  work directory: %s\n", work.c_str());
   std::fflush(stdout);
 

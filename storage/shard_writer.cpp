@@ -6,27 +6,31 @@
 
 #include <chrono>
 
+#include "common/checksum.hpp"
+
 namespace rekindle::storage {
 
 shard_writer::shard_writer(std::function<void(shard_done)> done, shard_file_hooks* hooks)
-    : done_(std::move(done)), hooks_(hooks), thread_([this] { run(); }) {}
+    : done_(std::move(done)), hooks_(hooks), copier_([this] { copy_loop(); }), writer_([this] { write_loop(); }) {}
 
 shard_writer::~shard_writer() {
   {
     std::lock_guard lock{mutex_};
     stop_ = true;
-    jobs_.clear();
+    to_copy_.clear();
+    to_write_.clear();
   }
   cv_.notify_all();
-  thread_.join();
+  copier_.join();
+  writer_.join();
 }
 
 void shard_writer::submit(shard_job job) {
   {
     std::lock_guard lock{mutex_};
-    jobs_.push_back(std::move(job));
+    to_copy_.push_back(std::move(job));
   }
-  cv_.notify_one();
+  cv_.notify_all();
 }
 
 namespace {
@@ -51,18 +55,56 @@ std::span<std::byte> shard_buffer::reserve(std::size_t size) {
   return {bytes.get(), size};
 }
 
-void shard_writer::run() {
-  lower_priority();
+std::optional<shard_job> shard_writer::take(std::deque<shard_job>& queue) {
+  std::unique_lock lock{mutex_};
+  cv_.wait(lock, [&] { return stop_ || !queue.empty(); });
+  if (stop_)
+    return std::nullopt;
+  auto job = std::move(queue.front());
+  queue.pop_front();
+  return job;
+}
+
+void shard_writer::copy_loop() {
   for (;;) {
-    shard_job job;
+    auto next = take(to_copy_);
+    if (!next)
+      return;
+    shard_job job = std::move(*next);
+    if (job.source) {
+      auto source = std::move(*job.source);
+      job.source.reset();
+      job.size = source.bytes.size();
+      job.checksum = copy_and_checksum(job.buffer.reserve(job.size), source.bytes);
+      std::string error;
+      if (source.still_valid && !source.still_valid())
+        error = source.what + " changed while it was copied";
+      else if (job.checksum != source.published_checksum)
+        error = source.what + " fails its checksum";
+      if (!error.empty()) {
+        auto file = shard_file_name(job.step, job.rank);
+        done_(shard_done{job.step, job.rank, std::move(file), status{errc::data_loss, std::move(error)}, 0,
+                         std::move(job.buffer)});
+        continue;
+      }
+    }
     {
-      std::unique_lock lock{mutex_};
-      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      std::lock_guard lock{mutex_};
       if (stop_)
         return;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      to_write_.push_back(std::move(job));
     }
+    cv_.notify_all();
+  }
+}
+
+void shard_writer::write_loop() {
+  lower_priority();
+  for (;;) {
+    auto next = take(to_write_);
+    if (!next)
+      return;
+    shard_job job = std::move(*next);
     const auto t0 = std::chrono::steady_clock::now();
     shard_write_options options;
     options.hooks = hooks_;

@@ -7,7 +7,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,9 +32,21 @@ struct shard_buffer {
   [[nodiscard]] std::span<std::byte> reserve(std::size_t size);
 };
 
+/// A payload the writer copies itself, from memory another process may write again (a rank's
+/// snapshot slot): the bytes, whether they are still the snapshot once copied
+/// (snapshot_slot::still_valid), and the checksum the snapshot was published with.
+struct shard_source {
+  std::span<const std::byte> bytes;
+  std::function<bool()> still_valid;
+  std::uint64_t published_checksum = 0;
+  /// What the bytes are, for an error: "the snapshot of step 20 in slot 3".
+  std::string what;
+};
+
 /// One shard to write: the first `size` bytes of `buffer` (a copy of a rank's snapshot, whose
 /// snapshot_checksum is `checksum`, computed as it was copied: not hashed again) become
-/// `dir`/shard_file_name(step, rank) by write_shard's protocol.
+/// `dir`/shard_file_name(step, rank) by write_shard's protocol. With a `source`, the writer first
+/// copies it into `buffer` (reserved to its size) and sets `size` and `checksum` itself.
 struct shard_job {
   std::filesystem::path dir;
   step_t step;
@@ -40,6 +54,7 @@ struct shard_job {
   shard_buffer buffer;
   std::size_t size = 0;
   std::uint64_t checksum = 0;
+  std::optional<shard_source> source;
 };
 
 /// How a shard_job ended.
@@ -56,17 +71,27 @@ struct shard_done {
   shard_buffer buffer;
 };
 
-/// A queue of shard jobs and the thread that writes them, in order, at a low priority: the thread
-/// runs at niceness 10 and the lowest best-effort I/O priority, so that a checkpoint being written
-/// takes what the training leaves of the cores and the disk (under contention, about a tenth of a
-/// core's share against a training thread) instead of slowing its steps.
+/// A queue of shard jobs and two threads: one copies the jobs' sources as they come, at the
+/// normal priority (a source is overwritten a few snapshots later, sooner than a disk writes a
+/// checkpoint), the other writes the jobs, in order, at a low priority: niceness 10 and the
+/// lowest best-effort I/O priority, so that a checkpoint being written takes what the training
+/// leaves of the cores and the disk (under contention, about a tenth of a core's share against a
+/// training thread) instead of slowing its steps. Whoever submits never waits for either: a
+/// checkpoint of 8 ranks' states copied on the checkpoint actor's own thread took 8 s on two
+/// cores shared with the ranks, and the snapshot reports that queued behind it meanwhile held up
+/// the commits a restore counts on.
 ///
-/// Thread-safety: `submit` from any thread; `done` runs on the writer's thread.
+/// A source that changed while it was copied, or whose copy does not match its published
+/// checksum, ends its job at once with an error (no file).
+///
+/// Thread-safety: `submit` from any thread; `done` runs on one of the writer's threads.
 class shard_writer {
  public:
-  /// `hooks` (failure injection; may be null) must outlive the writer.
+  /// `hooks` (failure injection; may be null) must outlive the writer; so must the memory of
+  /// every source submitted.
   explicit shard_writer(std::function<void(shard_done)> done, shard_file_hooks* hooks = nullptr);
-  /// Finishes the job being written, drops the queued ones (a crash would too) and joins.
+  /// Finishes the copy and the write under way, drops the queued jobs (a crash would too) and
+  /// joins.
   ~shard_writer();
   shard_writer(const shard_writer&) = delete;
   shard_writer& operator=(const shard_writer&) = delete;
@@ -74,15 +99,21 @@ class shard_writer {
   void submit(shard_job job);
 
  private:
-  void run();
+  /// The next job of `queue`, waiting for one; none once the writer stops.
+  std::optional<shard_job> take(std::deque<shard_job>& queue);
+  void copy_loop();
+  void write_loop();
 
   std::function<void(shard_done)> done_;
   shard_file_hooks* hooks_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<shard_job> jobs_;
+  /// Jobs to copy (or pass on, without a source), then jobs to write.
+  std::deque<shard_job> to_copy_;
+  std::deque<shard_job> to_write_;
   bool stop_ = false;
-  std::thread thread_;
+  std::thread copier_;
+  std::thread writer_;
 };
 
 }  // namespace rekindle::storage

@@ -63,6 +63,53 @@ TEST(shard_writer, writes_jobs_in_order_into_verified_files) {
   EXPECT_EQ(c.done[1].result->size, 3000u);
 }
 
+shard_job sourced_job(const std::filesystem::path& dir, std::uint64_t step, std::uint32_t rank,
+                      const std::vector<std::byte>& p, std::function<bool()> valid, std::uint64_t published) {
+  shard_job j{dir, step_t{step}, rank_id{rank}, {}, 0, 0, {}};
+  j.source = shard_source{p, std::move(valid), published, "the snapshot of step " + std::to_string(step) + " in slot " +
+                                                              std::to_string(rank)};
+  return j;
+}
+
+TEST(shard_writer, copies_a_source_itself_and_writes_it_in_order_with_the_others) {
+  testing::temp_dir dir;
+  collector c;
+  const auto a = bytes(200000, 3), b = bytes(5000, 4);
+  shard_writer w{[&](shard_done d) { c(std::move(d)); }};
+  w.submit(sourced_job(dir.path(), 30, 0, a, [] { return true; }, snapshot_checksum(a)));
+  w.submit(job_for(dir.path(), 30, 1, bytes(3000, 5)));
+  w.submit(sourced_job(dir.path(), 30, 2, b, nullptr, snapshot_checksum(b)));
+  ASSERT_TRUE(c.wait_for(3));
+  ASSERT_EQ(c.done[0].rank, rank_id{0});
+  ASSERT_EQ(c.done[1].rank, rank_id{1});
+  ASSERT_EQ(c.done[2].rank, rank_id{2});
+  for (const auto& d : c.done)
+    ASSERT_TRUE(d.result.has_value()) << d.result.error().message();
+  EXPECT_EQ(c.done[0].result->size, a.size());
+  EXPECT_EQ(c.done[0].result->checksum, snapshot_checksum(a));
+  EXPECT_EQ(c.done[2].result->size, b.size());
+  // The buffer the writer reserved comes back for the next checkpoint.
+  EXPECT_GE(c.done[0].buffer.capacity, a.size());
+  auto v = verify_shard(dir.path() / c.done[0].file, {.step = step_t{30}, .rank = rank_id{0}, .checksum = snapshot_checksum(a)});
+  EXPECT_TRUE(v.has_value()) << v.error().message();
+}
+
+TEST(shard_writer, a_source_that_changed_while_copied_or_fails_its_checksum_leaves_no_file) {
+  testing::temp_dir dir;
+  collector c;
+  const auto a = bytes(100000, 6);
+  shard_writer w{[&](shard_done d) { c(std::move(d)); }};
+  w.submit(sourced_job(dir.path(), 40, 0, a, [] { return false; }, snapshot_checksum(a)));
+  w.submit(sourced_job(dir.path(), 40, 1, a, [] { return true; }, snapshot_checksum(a) ^ 1));
+  ASSERT_TRUE(c.wait_for(2));
+  ASSERT_FALSE(c.done[0].result.has_value());
+  EXPECT_EQ(c.done[0].result.error().message(), "the snapshot of step 40 in slot 0 changed while it was copied");
+  ASSERT_FALSE(c.done[1].result.has_value());
+  EXPECT_EQ(c.done[1].result.error().message(), "the snapshot of step 40 in slot 1 fails its checksum");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / shard_file_name(step_t{40}, rank_id{0})));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / shard_file_name(step_t{40}, rank_id{1})));
+}
+
 // A disk that fills up in the middle of the payload.
 struct full_disk : shard_file_hooks {
   int before_write(std::uint64_t offset, std::size_t size, std::size_t& partial) override {
