@@ -194,12 +194,15 @@ void rank_session::map_slots_ahead() {
   for (std::uint32_t i = 0; i < ctx_.spec.ranks_on(ctx_.node); ++i)
     if (auto s = storage::snapshot_slot::open(storage::snapshot_slot::name_for(ctx_.node_dir, ctx_.spec.job.name, i)))
       standby_slots_.emplace(i, std::move(*s));
-  // Not read page by page ahead (snapshot_slot::touch_pages), although the restore pays the first
-  // access to each page it reads where that is slow: reading every local slot after each recovery
-  // (a standby starts then), on the cores the ranks train on, delayed the commit of their next
-  // anchor snapshot, and a failure soon after lost up to 19 steps instead of at most 5 (one
-  // restore of 65 MB paid about 90 ms instead); a thread that read them only while a core was
-  // idle did not finish before the next failure.
+  // Read page by page too (snapshot_slot::touch_pages), before the standby says it is ready: where
+  // the first access to a page through a new mapping is slow (6.5 µs a page on the VM of
+  // docs/PERFORMANCE.md), the restore would pay it, about 100 ms for 65 MB. Tried before and
+  // dropped because a failure soon after a recovery lost up to 19 steps: the commits those
+  // failures waited for were held up by the checkpoint actor's copies (now on storage/
+  // shard_writer's thread), and with the reads back no kill of bench/recovery lost more than the
+  // snapshot interval.
+  for (const auto& [index, slot] : standby_slots_)
+    slot.touch_pages();
 }
 
 status rank_session::activate(std::uint32_t index) {

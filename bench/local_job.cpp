@@ -37,6 +37,9 @@ std::string config_text(const model_choice& m, int world, std::uint64_t steps, s
     << "\nseq_len = " << m.seq_len << "\n"
     << "\n[checkpoint]\nsnapshot_every = " << snapshot_every << "\npersist_every = " << persist_every << "\n"
     << "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"30s\"\ncollective = \"10s\"\n"
+    // A benchmark kills ranks on purpose (up to 100 per world size): the restart limits, which
+    // end a job whose rank keeps failing, are not what it measures.
+    << "\n[recovery]\nmax_restarts_per_rank = 100000\nmax_restarts = 100000\n"
     << "\n[transport]\nnet_devices = \"lo\"\n"
     << "\n[daemon]\ndata_dir = \"" << data.string() << "\"\n";
   return t.str();
