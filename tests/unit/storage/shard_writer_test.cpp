@@ -110,6 +110,34 @@ TEST(shard_writer, a_source_that_changed_while_copied_or_fails_its_checksum_leav
   EXPECT_FALSE(std::filesystem::exists(dir.path() / shard_file_name(step_t{40}, rank_id{1})));
 }
 
+TEST(shard_writer, submit_returns_while_a_source_is_still_being_copied) {
+  // The checkpoint actor submits from its own thread: a copy that ran there held up every
+  // snapshot report behind it. Here the copy cannot end before the test lets it; a submit that
+  // copied in place would wait out the 30 s and the check would see it.
+  testing::temp_dir dir;
+  collector c;
+  const auto a = bytes(10000, 7);
+  std::mutex m;
+  std::condition_variable cv;
+  bool released = false, waited_out = false;
+  auto hold = [&] {
+    std::unique_lock lock{m};
+    waited_out = !cv.wait_for(lock, 30s, [&] { return released; });
+    return true;
+  };
+  shard_writer w{[&](shard_done d) { c(std::move(d)); }};
+  w.submit(sourced_job(dir.path(), 50, 0, a, hold, snapshot_checksum(a)));
+  {
+    std::lock_guard lock{m};
+    released = true;
+  }
+  cv.notify_all();
+  ASSERT_TRUE(c.wait_for(1));
+  ASSERT_TRUE(c.done[0].result.has_value()) << c.done[0].result.error().message();
+  std::lock_guard lock{m};
+  EXPECT_FALSE(waited_out);
+}
+
 // A disk that fills up in the middle of the payload.
 struct full_disk : shard_file_hooks {
   int before_write(std::uint64_t offset, std::size_t size, std::size_t& partial) override {
