@@ -97,6 +97,8 @@ struct backend_options {
   model_shape shape;
   /// Most sequences one forward_backward call takes (the micro-batch). Default: 1.
   std::uint32_t max_batch = 1;
+  /// The pipeline stage the backend runs. Default: the whole model, one slot.
+  stage_spec stage;
 };
 
 /// One replica of the transformer on one device: buffers, the forward/backward pass and the
@@ -118,6 +120,13 @@ class backend {
   [[nodiscard]] virtual const param_layout& layout() const noexcept = 0;
   /// The most sequences one forward or forward_backward call takes.
   [[nodiscard]] virtual std::uint32_t max_batch() const noexcept = 0;
+  /// The pipeline stage the backend runs, its `layers` resolved (never 0).
+  [[nodiscard]] virtual const stage_spec& stage() const noexcept = 0;
+  /// Whether the stage starts with the embedding / ends with the head (both for the whole model).
+  [[nodiscard]] bool embeds() const noexcept { return stage().first_layer == 0; }
+  [[nodiscard]] bool has_head() const noexcept {
+    return stage().first_layer + stage().layers == layout().shape().layers;
+  }
   /// Whether buffers live in host memory (so their data() can be read by host code).
   [[nodiscard]] bool host_memory() const noexcept { return kind() == device_kind::cpu; }
 
@@ -141,6 +150,24 @@ class backend {
   /// The mean loss of the sequences, without gradients.
   [[nodiscard]] expected<double> forward(const device_buffer& params, std::span<const std::int32_t> tokens,
                                          std::span<const std::int32_t> targets);
+  /// The forward pass of a pipeline stage over one micro-batch, its activations kept in slot
+  /// `slot` for stage_backward. The first stage reads `tokens`, a later one its input
+  /// activations `input` ([batch, seq_len, width] floats in host memory); the last stage reads
+  /// `targets` and returns the mean loss, an earlier one writes its output activations to
+  /// `output` (host memory, the same size as an input) and returns 0. Spans a stage does not use
+  /// are empty. Errors: invalid_argument for a slot out of range or spans that do not match the
+  /// stage.
+  [[nodiscard]] expected<double> stage_forward(std::uint32_t slot, const device_buffer& params,
+                                               std::span<const std::int32_t> tokens,
+                                               std::span<const std::int32_t> targets, std::span<const float> input,
+                                               std::span<float> output);
+  /// The backward pass of slot `slot` (after its stage_forward): adds the gradient of the stage's
+  /// tensors to `grads`. The last stage starts from `loss_scale` · its mean loss; an earlier one
+  /// from `output_gradient` (host memory, an output's size). A stage after the first writes the
+  /// gradient of its input to `input_gradient`. Spans a stage does not use are empty.
+  [[nodiscard]] status stage_backward(std::uint32_t slot, const device_buffer& params, device_buffer& grads,
+                                      std::span<const float> output_gradient, std::span<float> input_gradient,
+                                      float loss_scale);
   /// AdamW on parameters [begin, end) of the flat buffer: `grads`, `m` and `v` hold the elements
   /// of that range from their index 0. Weight decay applies only where the layout says so
   /// (`step.weight_decay` is used for those, 0 elsewhere).
@@ -165,6 +192,17 @@ class backend {
                                       std::span<const std::int32_t> targets, std::uint32_t batch) = 0;
   virtual status do_adamw(device_buffer& params, std::size_t begin, std::size_t end, const device_buffer& grads,
                           device_buffer& m, device_buffer& v, const adamw_step& step) = 0;
+  /// Arguments checked against the stage (see stage_forward / stage_backward); `batch` sequences.
+  virtual expected<double> do_stage_forward(std::uint32_t slot, const device_buffer& params,
+                                            std::span<const std::int32_t> tokens,
+                                            std::span<const std::int32_t> targets, std::span<const float> input,
+                                            std::span<float> output, std::uint32_t batch) = 0;
+  virtual status do_stage_backward(std::uint32_t slot, const device_buffer& params, device_buffer& grads,
+                                   std::span<const float> output_gradient, std::span<float> input_gradient,
+                                   float loss_scale) = 0;
+
+  // The batch of each slot's last stage_forward (0: none yet), for stage_backward's checks.
+  std::vector<std::uint32_t> slot_batch_;
 };
 
 /// Creates a backend for `options.device`: with `auto_select` a GPU when probe_cuda() finds one,
@@ -172,6 +210,7 @@ class backend {
 [[nodiscard]] expected<std::unique_ptr<backend>> make_backend(const backend_options& options);
 
 /// The CPU backend regardless of GPUs.
-[[nodiscard]] expected<std::unique_ptr<backend>> make_cpu_backend(const model_shape& shape, std::uint32_t max_batch);
+[[nodiscard]] expected<std::unique_ptr<backend>> make_cpu_backend(const model_shape& shape, std::uint32_t max_batch,
+                                                                  const stage_spec& stage = {});
 
 }  // namespace rekindle::kernels

@@ -5,6 +5,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/check.hpp"
 #include "kernels/apply_adamw.hpp"
@@ -28,14 +30,16 @@ class cpu_backend final : public backend {
   cpu_backend(const model_shape& shape, std::uint32_t max_batch)
       : shape_(shape), layout_(shape), max_batch_(max_batch) {}
 
-  status init() {
+  status init(const stage_spec& stage) {
     use_single_threaded_blas();
-    auto t = transformer<cpu_ops<float>>::create(ops_, shape_, max_batch_);
+    auto t = transformer<cpu_ops<float>>::create(ops_, shape_, max_batch_, stage);
     if (!t)
       return std::move(t).error();
     model_.emplace(std::move(t).value());
     return {};
   }
+
+  const stage_spec& stage() const noexcept override { return model_->stage(); }
 
   device_kind kind() const noexcept override { return device_kind::cpu; }
   std::string describe() const override { return "cpu (" + blas_description() + ", 1 thread)"; }
@@ -104,21 +108,50 @@ class cpu_backend final : public backend {
     return {};
   }
 
+  expected<double> do_stage_forward(std::uint32_t slot, const device_buffer& params,
+                                    std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                                    std::span<const float> input, std::span<float> output,
+                                    std::uint32_t batch) override {
+    if (!model_->embeds())
+      std::memcpy(model_->stage_input(slot), input.data(), input.size_bytes());
+    // The slot's backward reads its tokens and targets: copies the caller may not overwrite.
+    slot_ids_.resize(model_->stage().slots);
+    auto& [tok, tgt] = slot_ids_[slot];
+    tok.assign(tokens.begin(), tokens.end());
+    tgt.assign(targets.begin(), targets.end());
+    RK_ASSIGN_OR_RETURN(const double loss, model_->forward_stage(slot, params.data(), tok.data(), tgt.data(), batch));
+    if (!model_->has_head())
+      std::memcpy(output.data(), model_->stage_output(slot), output.size_bytes());
+    return loss;
+  }
 
+  status do_stage_backward(std::uint32_t slot, const device_buffer& params, device_buffer& grads,
+                           std::span<const float> output_gradient, std::span<float> input_gradient,
+                           float loss_scale) override {
+    if (!model_->has_head())
+      std::memcpy(model_->output_gradient(), output_gradient.data(), output_gradient.size_bytes());
+    RK_RETURN_IF_ERROR(model_->backward_stage(slot, params.data(), grads.data(), loss_scale));
+    if (!model_->embeds())
+      std::memcpy(input_gradient.data(), model_->input_gradient(), input_gradient.size_bytes());
+    return {};
+  }
 
   model_shape shape_;
   param_layout layout_;
   std::uint32_t max_batch_;
   cpu_ops<float> ops_;
   std::optional<transformer<cpu_ops<float>>> model_;
+  // Each slot's tokens and targets (a pipeline stage's), from its forward to its backward.
+  std::vector<std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>>> slot_ids_;
 };
 
 }  // namespace
 
-expected<std::unique_ptr<backend>> make_cpu_backend(const model_shape& shape, std::uint32_t max_batch) {
+expected<std::unique_ptr<backend>> make_cpu_backend(const model_shape& shape, std::uint32_t max_batch,
+                                                    const stage_spec& stage) {
   RK_RETURN_IF_ERROR(shape.validate(max_batch));
   auto b = std::make_unique<cpu_backend>(shape, max_batch);
-  RK_RETURN_IF_ERROR(b->init());
+  RK_RETURN_IF_ERROR(b->init(stage));
   return std::unique_ptr<backend>{std::move(b)};
 }
 

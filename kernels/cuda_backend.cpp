@@ -24,20 +24,22 @@ class cuda_backend final : public backend {
   cuda_backend(int index, const model_shape& shape, std::uint32_t max_batch)
       : index_(index), shape_(shape), layout_(shape), max_batch_(max_batch) {}
 
-  status init() {
+  status init(const stage_spec& stage) {
     RK_ASSIGN_OR_RETURN(ops_, cuda::ops::create(index_));
-    auto t = transformer<cuda::ops>::create(*ops_, shape_, max_batch_);
+    auto t = transformer<cuda::ops>::create(*ops_, shape_, max_batch_, stage);
     if (!t)
       return std::move(t).error();
     model_.emplace(std::move(t).value());
-    const std::size_t positions = std::size_t{max_batch_} * shape_.seq_len;
-    RK_ASSIGN_OR_RETURN(tokens_, cuda::device_array<std::int32_t>::create(positions));
-    RK_ASSIGN_OR_RETURN(targets_, cuda::device_array<std::int32_t>::create(positions));
+    // Tokens and targets per activation slot: a slot's backward reads its forward's.
+    positions_ = std::size_t{max_batch_} * shape_.seq_len;
+    RK_ASSIGN_OR_RETURN(tokens_, cuda::device_array<std::int32_t>::create(positions_ * model_->stage().slots));
+    RK_ASSIGN_OR_RETURN(targets_, cuda::device_array<std::int32_t>::create(positions_ * model_->stage().slots));
     name_ = "cuda:" + std::to_string(index_) + " (" + cuda::device_name(index_) + ")";
     return ops_->synchronize();
   }
 
   device_kind kind() const noexcept override { return device_kind::cuda; }
+  const stage_spec& stage() const noexcept override { return model_->stage(); }
   std::string describe() const override { return name_; }
   const param_layout& layout() const noexcept override { return layout_; }
 
@@ -106,6 +108,44 @@ class cuda_backend final : public backend {
     return ops_->check();
   }
 
+  expected<double> do_stage_forward(std::uint32_t slot, const device_buffer& params,
+                                    std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets,
+                                    std::span<const float> input, std::span<float> output,
+                                    std::uint32_t batch) override {
+    RK_RETURN_IF_ERROR(cuda::set_device(index_));
+    RK_RETURN_IF_ERROR(ops_->synchronize());  // nothing queued still reads the slot
+    std::int32_t* tok = tokens_.data() + slot * positions_;
+    std::int32_t* tgt = targets_.data() + slot * positions_;
+    if (model_->embeds())
+      RK_RETURN_IF_ERROR(cuda::copy_to_device(tok, tokens.data(), tokens.size_bytes()));
+    else
+      RK_RETURN_IF_ERROR(cuda::copy_to_device(model_->stage_input(slot), input.data(), input.size_bytes()));
+    if (model_->has_head())
+      RK_RETURN_IF_ERROR(cuda::copy_to_device(tgt, targets.data(), targets.size_bytes()));
+    RK_ASSIGN_OR_RETURN(const double loss, model_->forward_stage(slot, params.data(), tok, tgt, batch));
+    if (!model_->has_head()) {
+      RK_RETURN_IF_ERROR(ops_->synchronize());
+      RK_RETURN_IF_ERROR(cuda::copy_to_host(output.data(), model_->stage_output(slot), output.size_bytes()));
+    }
+    return loss;
+  }
+
+  status do_stage_backward(std::uint32_t slot, const device_buffer& params, device_buffer& grads,
+                           std::span<const float> output_gradient, std::span<float> input_gradient,
+                           float loss_scale) override {
+    RK_RETURN_IF_ERROR(cuda::set_device(index_));
+    RK_RETURN_IF_ERROR(ops_->synchronize());
+    if (!model_->has_head())
+      RK_RETURN_IF_ERROR(
+          cuda::copy_to_device(model_->output_gradient(), output_gradient.data(), output_gradient.size_bytes()));
+    RK_RETURN_IF_ERROR(model_->backward_stage(slot, params.data(), grads.data(), loss_scale));
+    if (!model_->embeds()) {
+      RK_RETURN_IF_ERROR(ops_->synchronize());
+      RK_RETURN_IF_ERROR(cuda::copy_to_host(input_gradient.data(), model_->input_gradient(), input_gradient.size_bytes()));
+    }
+    return ops_->check();
+  }
+
   // Copies checked tokens and targets to the device.
   status to_device(std::span<const std::int32_t> tokens, std::span<const std::int32_t> targets) {
     RK_RETURN_IF_ERROR(cuda::set_device(index_));
@@ -120,16 +160,18 @@ class cuda_backend final : public backend {
   std::string name_;
   std::unique_ptr<cuda::ops> ops_;
   std::optional<transformer<cuda::ops>> model_;
+  std::size_t positions_ = 0;
   cuda::device_array<std::int32_t> tokens_;
   cuda::device_array<std::int32_t> targets_;
 };
 
 }  // namespace
 
-expected<std::unique_ptr<backend>> make_cuda_backend(int index, const model_shape& shape, std::uint32_t max_batch) {
+expected<std::unique_ptr<backend>> make_cuda_backend(int index, const model_shape& shape, std::uint32_t max_batch,
+                                                     const stage_spec& stage) {
   RK_RETURN_IF_ERROR(shape.validate(max_batch));
   auto b = std::make_unique<cuda_backend>(index, shape, max_batch);
-  RK_RETURN_IF_ERROR(b->init());
+  RK_RETURN_IF_ERROR(b->init(stage));
   return std::unique_ptr<backend>{std::move(b)};
 }
 

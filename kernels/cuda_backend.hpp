@@ -12,7 +12,8 @@ namespace rekindle::kernels {
 
 /// The CUDA backend on device `index`: cuda::ops driven by transformer<cuda::ops>.
 [[nodiscard]] expected<std::unique_ptr<backend>> make_cuda_backend(int index, const model_shape& shape,
-                                                                   std::uint32_t max_batch);
+                                                                   std::uint32_t max_batch,
+                                                                   const stage_spec& stage = {});
 
 namespace cuda {
 /// See probe_cuda().

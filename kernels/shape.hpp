@@ -34,6 +34,17 @@ struct model_shape {
   bool operator==(const model_shape&) const = default;
 };
 
+/// Which part of the model a `transformer` (and a backend) runs: a pipeline stage. A plain value.
+struct stage_spec {
+  /// The stage's first block.
+  std::uint32_t first_layer = 0;
+  /// Blocks of the stage; 0 means every block from first_layer on.
+  std::uint32_t layers = 0;
+  /// Micro-batches whose activations the stage keeps at once (a pipeline schedule runs several
+  /// forwards before their backwards). Default: 1.
+  std::uint32_t slots = 1;
+};
+
 /// Floating-point operations of one training step (forward and backward) per token, counted
 /// analytically from the matrix products only (see docs/MODEL.md):
 /// `72·L·C² + 6·V·C + 12·L·T·C`.

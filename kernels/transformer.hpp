@@ -2,6 +2,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,44 +22,114 @@ namespace rekindle::kernels {
 /// projection → causal attention → projection → residual, layernorm → MLP (4·C, GELU) → projection
 /// → residual; final layernorm; logits = h·wteᵀ (tied); softmax cross-entropy (docs/MODEL.md).
 ///
-/// `forward` keeps every activation of up to `max_batch` sequences for `backward`. Thread-safety:
-/// one thread at a time (it owns activation memory and drives `Ops`).
+/// A transformer runs the whole model or one pipeline stage (`stage_spec`): blocks
+/// [first, first + layers), with the embedding when first is 0 and the head (final layernorm,
+/// logits, loss) when the stage ends at the last block. A stage after the first reads its input
+/// activations ([batch, seq_len, width]) from stage_input(slot), which the caller fills; a stage
+/// before the last leaves its output in stage_output(slot), and its backward reads the gradient
+/// of that output from output_gradient(), which the caller fills. After a backward, a stage after
+/// the first leaves the gradient of its input in input_gradient(). The parameters and gradients
+/// are always the whole flat buffer (layout()); a stage reads and adds to its own tensors only.
+///
+/// `forward` keeps every activation of up to `max_batch` sequences per slot for `backward`.
+/// Thread-safety: one thread at a time (it owns activation memory and drives `Ops`).
 template <class Ops>
 class transformer {
  public:
   using T = typename Ops::value_type;
   using array = typename Ops::array;
 
-  /// Allocates the activations of `max_batch` sequences. REQUIRES: shape.validate(max_batch).ok().
-  [[nodiscard]] static expected<transformer> create(Ops& ops, const model_shape& shape, std::uint32_t max_batch) {
+  /// Allocates the activations of `max_batch` sequences per slot. REQUIRES:
+  /// shape.validate(max_batch).ok(); errors: a stage outside the model, no slots.
+  [[nodiscard]] static expected<transformer> create(Ops& ops, const model_shape& shape, std::uint32_t max_batch,
+                                                    stage_spec stage = {}) {
     RK_RETURN_IF_ERROR(shape.validate(max_batch));
-    transformer t(ops, shape, max_batch);
+    if (stage.layers == 0 && stage.first_layer < shape.layers)
+      stage.layers = shape.layers - stage.first_layer;
+    if (stage.layers == 0 || stage.first_layer >= shape.layers || stage.layers > shape.layers - stage.first_layer)
+      return status{errc::invalid_argument, "stage of blocks [" + std::to_string(stage.first_layer) + ", " +
+                                                std::to_string(std::uint64_t{stage.first_layer} + stage.layers) +
+                                                ") outside a model of " + std::to_string(shape.layers) + " blocks"};
+    if (stage.slots == 0 || stage.slots > max_slots)
+      return status{errc::invalid_argument, "a stage keeps 1 to " + std::to_string(max_slots) +
+                                                " micro-batches' activations, not " + std::to_string(stage.slots)};
+    transformer t(ops, shape, max_batch, stage);
     RK_RETURN_IF_ERROR(t.allocate());
     return t;
   }
+
+  /// Most activation slots of one stage.
+  static constexpr std::uint32_t max_slots = 1024;
 
   transformer(transformer&&) noexcept = default;
   transformer& operator=(transformer&&) = delete;
 
   [[nodiscard]] const param_layout& layout() const noexcept { return layout_; }
   [[nodiscard]] std::uint32_t max_batch() const noexcept { return max_batch_; }
+  [[nodiscard]] const stage_spec& stage() const noexcept { return stage_; }
+  /// Whether the stage starts with the embedding (it reads tokens) / ends with the head (it reads
+  /// targets and computes the loss).
+  [[nodiscard]] bool embeds() const noexcept { return stage_.first_layer == 0; }
+  [[nodiscard]] bool has_head() const noexcept { return stage_.first_layer + stage_.layers == shape_.layers; }
 
   /// Runs `batch` sequences (tokens and targets are [batch, seq_len] in the ops' memory) and
-  /// returns the mean cross-entropy over all positions. REQUIRES: 1 <= batch <= max_batch(),
-  /// params holds layout().size() values.
+  /// returns the mean cross-entropy over all positions. REQUIRES: the whole model,
+  /// 1 <= batch <= max_batch(), params holds layout().size() values.
   [[nodiscard]] expected<double> forward(const T* params, const std::int32_t* tokens, const std::int32_t* targets,
                                          std::uint32_t batch) {
+    RK_CHECK(embeds() && has_head(), "forward of a pipeline stage: use forward_stage");
+    return forward_stage(0, params, tokens, targets, batch);
+  }
+
+  /// Adds the gradient of `loss_scale` · (the last forward's mean loss) to `grads`
+  /// (layout().size() values). REQUIRES: the whole model, a forward with the same params before.
+  [[nodiscard]] status backward(const T* params, T* grads, T loss_scale) {
+    RK_CHECK(embeds() && has_head(), "backward of a pipeline stage: use backward_stage");
+    return backward_stage(0, params, grads, loss_scale);
+  }
+
+  /// The stage's input activations of slot `slot` ([max_batch, seq_len, width]), for the caller
+  /// to fill before forward_stage. REQUIRES: !embeds().
+  [[nodiscard]] T* stage_input(std::uint32_t slot) {
+    RK_CHECK(!embeds() && slot < stage_.slots, "stage_input of slot ", slot);
+    return d(slots_[slot].input);
+  }
+  /// The stage's output activations of slot `slot` after forward_stage. REQUIRES: !has_head().
+  [[nodiscard]] const T* stage_output(std::uint32_t slot) {
+    RK_CHECK(!has_head() && slot < stage_.slots, "stage_output of slot ", slot);
+    return d(slots_[slot].blocks.back().res3);
+  }
+  /// Where the caller puts the gradient of the stage's output before backward_stage; after it,
+  /// the gradient of the stage's input (input_gradient). REQUIRES: !has_head() / !embeds().
+  [[nodiscard]] T* output_gradient() {
+    RK_CHECK(!has_head(), "output_gradient of the last stage");
+    return d(dres_);
+  }
+  [[nodiscard]] const T* input_gradient() {
+    RK_CHECK(!embeds(), "input_gradient of the first stage");
+    return d(dres_);
+  }
+
+  /// The stage's forward pass of `batch` sequences into slot `slot`: from `tokens` when the stage
+  /// embeds, else from stage_input(slot); returns the mean loss when it has the head (`targets`
+  /// used), else 0 with the output in stage_output(slot). Pointers not used may be null; those
+  /// used must stay valid until the slot's backward_stage.
+  [[nodiscard]] expected<double> forward_stage(std::uint32_t slot, const T* params, const std::int32_t* tokens,
+                                               const std::int32_t* targets, std::uint32_t batch) {
     RK_CHECK(batch >= 1 && batch <= max_batch_, "batch ", batch, " outside [1, ", max_batch_, "]");
-    batch_ = batch;
-    tokens_ = tokens;
-    targets_ = targets;
+    RK_CHECK(slot < stage_.slots, "slot ", slot, " of ", stage_.slots);
+    slot_acts& s = slots_[slot];
+    s.batch = batch;
+    s.tokens = tokens;
+    s.targets = targets;
     const std::size_t B = batch, S = shape_.seq_len, C = shape_.width, H = shape_.heads;
     const std::size_t N = B * S;
-    ops_->embedding_forward(d(encoded_), tokens, params + layout_.wte(), params + layout_.wpe(), B, S, C);
-    for (std::size_t l = 0; l < shape_.layers; ++l) {
-      const block_offsets& w = layout_.block(l);
-      block_acts& a = blocks_[l];
-      const T* residual = l == 0 ? d(encoded_) : d(blocks_[l - 1].res3);
+    if (embeds())
+      ops_->embedding_forward(d(s.input), tokens, params + layout_.wte(), params + layout_.wpe(), B, S, C);
+    for (std::size_t i = 0; i < stage_.layers; ++i) {
+      const block_offsets& w = layout_.block(stage_.first_layer + i);
+      block_acts& a = s.blocks[i];
+      const T* residual = i == 0 ? d(s.input) : d(s.blocks[i - 1].res3);
       ops_->layernorm_forward(d(a.ln1), d(a.ln1_mean), d(a.ln1_rstd), residual, params + w.ln1_g,
                               params + w.ln1_b, N, C);
       ops_->matmul_forward(d(a.qkv), d(a.ln1), params + w.qkv_w, params + w.qkv_b, N, C, 3 * C);
@@ -71,31 +143,42 @@ class transformer {
       ops_->matmul_forward(d(a.fcproj), d(a.fch_gelu), params + w.fcproj_w, params + w.fcproj_b, N, 4 * C, C);
       ops_->residual_forward(d(a.res3), d(a.res2), d(a.fcproj), N * C);
     }
-    ops_->layernorm_forward(d(lnf_), d(lnf_mean_), d(lnf_rstd_), last_residual(), params + layout_.lnf_g(),
+    if (!has_head()) {
+      RK_RETURN_IF_ERROR(ops_->check());
+      return 0.0;
+    }
+    head_acts& h = *s.head;
+    ops_->layernorm_forward(d(h.lnf), d(h.lnf_mean), d(h.lnf_rstd), last_residual(s), params + layout_.lnf_g(),
                             params + layout_.lnf_b(), N, C);
-    ops_->matmul_forward(d(logits_), d(lnf_), params + layout_.wte(), nullptr, N, C, vocab_size);
-    ops_->crossentropy_forward(d(losses_), d(probs_), d(logits_), targets, N, vocab_size);
-    const double total = ops_->sum(d(losses_), N);
+    ops_->matmul_forward(d(h.logits), d(h.lnf), params + layout_.wte(), nullptr, N, C, vocab_size);
+    ops_->crossentropy_forward(d(h.losses), d(h.probs), d(h.logits), targets, N, vocab_size);
+    const double total = ops_->sum(d(h.losses), N);
     RK_RETURN_IF_ERROR(ops_->check());
     return total / static_cast<double>(N);
   }
 
-  /// Adds the gradient of `loss_scale` · (the last forward's mean loss) to `grads`
-  /// (layout().size() values). REQUIRES: a forward with the same params before.
-  [[nodiscard]] status backward(const T* params, T* grads, T loss_scale) {
-    RK_CHECK(batch_ > 0, "backward without forward");
-    const std::size_t B = batch_, S = shape_.seq_len, C = shape_.width, H = shape_.heads;
+  /// The stage's backward pass of slot `slot`: adds the gradient of its tensors to `grads`. With
+  /// the head, of `loss_scale` · (the slot's mean loss); without, from output_gradient(), which
+  /// the caller filled (`loss_scale` unused). REQUIRES: a forward_stage into the slot before.
+  [[nodiscard]] status backward_stage(std::uint32_t slot, const T* params, T* grads, T loss_scale) {
+    RK_CHECK(slot < stage_.slots && slots_[slot].batch > 0, "backward of slot ", slot, " without forward");
+    slot_acts& s = slots_[slot];
+    const std::size_t B = s.batch, S = shape_.seq_len, C = shape_.width, H = shape_.heads;
     const std::size_t N = B * S;
-    ops_->zero(d(dres_), N * C);
-    ops_->crossentropy_backward(d(dlogits_), d(probs_), targets_, loss_scale / static_cast<T>(N), N, vocab_size);
-    ops_->matmul_backward(d(dln_), grads + layout_.wte(), nullptr, d(dlogits_), d(lnf_), params + layout_.wte(), N, C,
-                          vocab_size);
-    ops_->layernorm_backward(d(dres_), grads + layout_.lnf_g(), grads + layout_.lnf_b(), d(dln_), last_residual(),
-                             params + layout_.lnf_g(), d(lnf_mean_), d(lnf_rstd_), N, C);
-    for (std::size_t l = shape_.layers; l-- > 0;) {
-      const block_offsets& w = layout_.block(l);
-      block_acts& a = blocks_[l];
-      const T* residual = l == 0 ? d(encoded_) : d(blocks_[l - 1].res3);
+    if (has_head()) {
+      head_acts& h = *s.head;
+      ops_->zero(d(dres_), N * C);
+      ops_->crossentropy_backward(d(dlogits_), d(h.probs), s.targets, loss_scale / static_cast<T>(N), N,
+                                  vocab_size);
+      ops_->matmul_backward(d(dln_), grads + layout_.wte(), nullptr, d(dlogits_), d(h.lnf), params + layout_.wte(), N,
+                            C, vocab_size);
+      ops_->layernorm_backward(d(dres_), grads + layout_.lnf_g(), grads + layout_.lnf_b(), d(dln_), last_residual(s),
+                               params + layout_.lnf_g(), d(h.lnf_mean), d(h.lnf_rstd), N, C);
+    }
+    for (std::size_t i = stage_.layers; i-- > 0;) {
+      const block_offsets& w = layout_.block(stage_.first_layer + i);
+      block_acts& a = s.blocks[i];
+      const T* residual = i == 0 ? d(s.input) : d(s.blocks[i - 1].res3);
       // res3 = res2 + fcproj: the residual gradient flows to both unchanged.
       ops_->matmul_backward(d(dwide_), grads + w.fcproj_w, grads + w.fcproj_b, d(dres_), d(a.fch_gelu),
                             params + w.fcproj_w, N, 4 * C, C);
@@ -113,7 +196,8 @@ class transformer {
       ops_->layernorm_backward(d(dres_), grads + w.ln1_g, grads + w.ln1_b, d(dln_), residual, params + w.ln1_g,
                                d(a.ln1_mean), d(a.ln1_rstd), N, C);
     }
-    ops_->embedding_backward(grads + layout_.wte(), grads + layout_.wpe(), d(dres_), tokens_, B, S, C);
+    if (embeds())
+      ops_->embedding_backward(grads + layout_.wte(), grads + layout_.wpe(), d(dres_), s.tokens, B, S, C);
     return ops_->check();
   }
 
@@ -123,9 +207,23 @@ class transformer {
     array ln1, ln1_mean, ln1_rstd, qkv, att, atty, attproj, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu, fcproj,
         res3;
   };
+  // Activations of the head (the last stage only).
+  struct head_acts {
+    array lnf, lnf_mean, lnf_rstd, logits, probs, losses;
+  };
+  // One micro-batch in flight: the stage input (the embedding's output on the first stage), the
+  // blocks' activations, the head's.
+  struct slot_acts {
+    array input;
+    std::vector<block_acts> blocks;
+    std::optional<head_acts> head;
+    std::uint32_t batch = 0;
+    const std::int32_t* tokens = nullptr;
+    const std::int32_t* targets = nullptr;
+  };
 
-  transformer(Ops& ops, const model_shape& shape, std::uint32_t max_batch)
-      : ops_(&ops), shape_(shape), layout_(shape), max_batch_(max_batch) {}
+  transformer(Ops& ops, const model_shape& shape, std::uint32_t max_batch, stage_spec stage)
+      : ops_(&ops), shape_(shape), layout_(shape), max_batch_(max_batch), stage_(stage) {}
 
   status allocate() {
     const std::size_t N = std::size_t{max_batch_} * shape_.seq_len;
@@ -141,54 +239,57 @@ class transformer {
       else
         a = std::move(r).value();
     };
-    take(encoded_, N * C);
-    blocks_.resize(shape_.layers);
-    for (auto& a : blocks_) {
-      take(a.ln1, N * C);
-      take(a.ln1_mean, N);
-      take(a.ln1_rstd, N);
-      take(a.qkv, N * 3 * C);
-      take(a.att, att);
-      take(a.atty, N * C);
-      take(a.attproj, N * C);
-      take(a.res2, N * C);
-      take(a.ln2, N * C);
-      take(a.ln2_mean, N);
-      take(a.ln2_rstd, N);
-      take(a.fch, N * 4 * C);
-      take(a.fch_gelu, N * 4 * C);
-      take(a.fcproj, N * C);
-      take(a.res3, N * C);
+    slots_.resize(stage_.slots);
+    for (auto& s : slots_) {
+      take(s.input, N * C);
+      s.blocks.resize(stage_.layers);
+      for (auto& a : s.blocks) {
+        take(a.ln1, N * C);
+        take(a.ln1_mean, N);
+        take(a.ln1_rstd, N);
+        take(a.qkv, N * 3 * C);
+        take(a.att, att);
+        take(a.atty, N * C);
+        take(a.attproj, N * C);
+        take(a.res2, N * C);
+        take(a.ln2, N * C);
+        take(a.ln2_mean, N);
+        take(a.ln2_rstd, N);
+        take(a.fch, N * 4 * C);
+        take(a.fch_gelu, N * 4 * C);
+        take(a.fcproj, N * C);
+        take(a.res3, N * C);
+      }
+      if (has_head()) {
+        head_acts& h = s.head.emplace();
+        take(h.lnf, N * C);
+        take(h.lnf_mean, N);
+        take(h.lnf_rstd, N);
+        take(h.logits, N * vocab_size);
+        take(h.probs, N * vocab_size);
+        take(h.losses, N);
+      }
     }
-    take(lnf_, N * C);
-    take(lnf_mean_, N);
-    take(lnf_rstd_, N);
-    take(logits_, N * vocab_size);
-    take(probs_, N * vocab_size);
-    take(losses_, N);
     take(dres_, N * C);
     take(dln_, N * C);
     take(datty_, N * C);
     take(dqkv_, N * 3 * C);
     take(dwide_, N * 4 * C);
-    take(dlogits_, N * vocab_size);
+    if (has_head())
+      take(dlogits_, N * vocab_size);
     return failed;
   }
 
   T* d(array& a) const noexcept { return Ops::data(a); }
-  const T* last_residual() noexcept { return Ops::data(blocks_.back().res3); }
+  const T* last_residual(slot_acts& s) noexcept { return Ops::data(s.blocks.back().res3); }
 
   Ops* ops_;
   model_shape shape_;
   param_layout layout_;
   std::uint32_t max_batch_;
-  std::uint32_t batch_ = 0;
-  const std::int32_t* tokens_ = nullptr;
-  const std::int32_t* targets_ = nullptr;
-  array encoded_;
-  std::vector<block_acts> blocks_;
-  array lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
-  // Gradients of activations, reused by every block.
+  stage_spec stage_;
+  std::vector<slot_acts> slots_;
+  // Gradients of activations, reused by every block and slot.
   array dres_, dln_, datty_, dqkv_, dwide_, dlogits_;
 };
 

@@ -77,36 +77,88 @@ class data_parallel_task final : public training_task {
 
   status set_micro_batches(std::span<const std::uint32_t> given) override {
     std::vector<std::uint32_t> counts(given.begin(), given.end());
+    const int replicas = world_ / static_cast<int>(stages_);
     if (counts.empty())
-      counts = equal_split(micro_batches_, world_);
-    if (counts.size() != static_cast<std::size_t>(world_))
-      return status{errc::invalid_argument, "micro_batches_per_rank has " + std::to_string(counts.size()) +
-                                                " entries for a world of " + std::to_string(world_) + " ranks"};
+      counts = equal_split(micro_batches_, replicas);
+    if (counts.size() != static_cast<std::size_t>(replicas))
+      return status{errc::invalid_argument,
+                    "micro_batches_per_rank has " + std::to_string(counts.size()) + " entries for " +
+                        (stages_ == 1 ? "a world of " + std::to_string(world_) + " ranks"
+                                      : std::to_string(replicas) + " replicas (" + std::to_string(world_) +
+                                            " ranks in pipelines of " + std::to_string(stages_) + " stages)")};
     const std::uint64_t total = std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
     if (total != micro_batches_)
       return status{errc::invalid_argument, "micro_batches_per_rank sums to " + std::to_string(total) +
                                                 ", a step has " + std::to_string(micro_batches_) +
                                                 " micro-batches (global_batch / micro_batch)"};
     counts_ = std::move(counts);
-    first_micro_ = std::accumulate(counts_.begin(), counts_.begin() + rank_, std::uint32_t{0});
-    my_micro_ = counts_[static_cast<std::size_t>(rank_)];
+    place_rank();
     return {};
+  }
+
+  std::uint32_t pipeline_stages() const noexcept override { return stages_; }
+  std::uint32_t stage() const noexcept override { return static_cast<std::uint32_t>(rank_) % stages_; }
+
+  // Checks and takes the stage split (before set_micro_batches).
+  status set_stages(const std::vector<std::uint32_t>& layers) {
+    if (layers.size() <= 1) {
+      if (layers.size() == 1 && layers[0] != shape_.layers)
+        return status{errc::invalid_argument, "stage_layers: one stage of " + std::to_string(layers[0]) +
+                                                  " blocks, the model has " + std::to_string(shape_.layers)};
+      stage_layers_ = {shape_.layers};
+      stages_ = 1;
+      return {};
+    }
+    if (layers.size() > shape_.layers)
+      return status{errc::invalid_argument, "stage_layers: " + std::to_string(layers.size()) +
+                                                " stages for a model of " + std::to_string(shape_.layers) + " blocks"};
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      if (layers[i] == 0)
+        return status{errc::invalid_argument, "stage_layers[" + std::to_string(i) + "]: a stage holds at least one block"};
+      total += layers[i];
+    }
+    if (total != shape_.layers)
+      return status{errc::invalid_argument, "stage_layers add up to " + std::to_string(total) +
+                                                " blocks, the model has " + std::to_string(shape_.layers)};
+    if (world_ % static_cast<int>(layers.size()) != 0)
+      return status{errc::invalid_argument, "a world of " + std::to_string(world_) + " ranks is not a whole number of " +
+                                                std::to_string(layers.size()) + "-stage pipelines"};
+    stage_layers_ = layers;
+    stages_ = static_cast<std::uint32_t>(layers.size());
+    return {};
+  }
+
+  // The stage a backend runs for this rank.
+  kernels::stage_spec stage_spec_of_rank() const {
+    const std::uint32_t s = stage();
+    const std::uint32_t first = std::accumulate(stage_layers_.begin(), stage_layers_.begin() + s, std::uint32_t{0});
+    return kernels::stage_spec{.first_layer = first, .layers = stage_layers_[s], .slots = stages_ - s};
+  }
+
+  // The rank's replica, micro-batches and optimizer shard.
+  void place_rank() {
+    const auto replica = static_cast<std::size_t>(rank_) / stages_;
+    first_micro_ = std::accumulate(counts_.begin(), counts_.begin() + static_cast<std::ptrdiff_t>(replica),
+                                   std::uint32_t{0});
+    my_micro_ = counts_[replica];
   }
 
   std::span<const std::uint32_t> micro_batches() const noexcept override { return counts_; }
 
   status init(const config::spec& spec, const task_options& options) {
+    RK_RETURN_IF_ERROR(set_stages(options.stage_layers));
     RK_RETURN_IF_ERROR(set_micro_batches(options.micro_batches_per_rank));
     flush_subnormals_ = options.flush_subnormals;
 
     RK_ASSIGN_OR_RETURN(corpus data, load_corpus(spec.job, shape_.seq_len));
     sampler_.emplace(std::move(data), seed_, shape_.seq_len, micro_batch_);
 
-    kernels::backend_options bo;
-    bo.device = options.device;
-    bo.shape = shape_;
-    bo.max_batch = micro_batch_;
-    RK_ASSIGN_OR_RETURN(backend_, kernels::make_backend(bo));
+    backend_options_.device = options.device;
+    backend_options_.shape = shape_;
+    backend_options_.max_batch = micro_batch_;
+    backend_options_.stage = stage_spec_of_rank();
+    RK_ASSIGN_OR_RETURN(backend_, kernels::make_backend(backend_options_));
 
     params_count_ = backend_->layout().size();
     const auto w = static_cast<std::size_t>(world_);
@@ -135,6 +187,13 @@ class data_parallel_task final : public training_task {
     }
     tokens_.resize(std::size_t{micro_batch_} * shape_.seq_len);
     targets_.resize(tokens_.size());
+    if (stages_ > 1) {
+      const std::size_t acts = tokens_.size() * shape_.width;
+      act_in_.resize(acts);
+      act_out_.resize(acts);
+      grad_in_.resize(acts);
+      grad_out_.resize(acts);
+    }
     return {};
   }
 
@@ -151,19 +210,27 @@ class data_parallel_task final : public training_task {
     std::chrono::nanoseconds data_cpu{0};
     RK_RETURN_IF_ERROR(backend_->zero(grads_, 0, padded_));
     double loss_sum = 0;
-    for (std::uint32_t i = first_micro_; i < first_micro_ + my_micro_; ++i) {
+    std::chrono::nanoseconds p2p_cpu{0};
+    const auto fill = [&](std::uint32_t i) {
       const auto d0 = steady::now();
       const auto dc0 = thread_cpu_time();
       sampler_->fill(step_, i, tokens_, targets_);
       r.timings.data += since(d0);
       data_cpu += thread_cpu_time() - dc0;
-      RK_ASSIGN_OR_RETURN(const double loss, backend_->forward_backward(params_, grads_, tokens_, targets_, 1.0f));
-      loss_sum += loss;
+    };
+    if (stages_ == 1) {
+      for (std::uint32_t i = first_micro_; i < first_micro_ + my_micro_; ++i) {
+        fill(i);
+        RK_ASSIGN_OR_RETURN(const double loss, backend_->forward_backward(params_, grads_, tokens_, targets_, 1.0f));
+        loss_sum += loss;
+      }
+    } else {
+      RK_ASSIGN_OR_RETURN(loss_sum, pipeline_pass(fill, r.timings, p2p_cpu));
     }
     RK_RETURN_IF_ERROR(backend_->synchronize());
-    r.timings.compute = since(t0) - r.timings.data;
+    r.timings.compute = since(t0) - r.timings.data - r.timings.communication;
     if (backend_->kind() == kernels::device_kind::cpu)  // computes on this thread
-      r.timings.compute_cpu = thread_cpu_time() - cpu0 - data_cpu;
+      r.timings.compute_cpu = thread_cpu_time() - cpu0 - data_cpu - p2p_cpu;
 
     // 1. Each rank receives its shard of the gradient summed over all micro-batches.
     auto t = steady::now();
@@ -223,6 +290,74 @@ class data_parallel_task final : public training_task {
     ++step_;
     r.step = step_t{step_};
     return r;
+  }
+
+  // The stage's forward and backward passes over the replica's micro-batches, one forward one
+  // backward (see training_task); returns the sum of the micro-batches' losses on the last stage,
+  // 0 elsewhere. The sends and receives count as communication.
+  template <class Fill>
+  expected<double> pipeline_pass(const Fill& fill, step_timings& timings, std::chrono::nanoseconds& p2p_cpu) {
+    const std::uint32_t s = stage();
+    const bool first = s == 0;
+    const bool last = s + 1 == stages_;
+    const std::uint32_t slots = backend_->stage().slots;
+    const std::uint32_t warmup = std::min(stages_ - s - 1, my_micro_);
+    const std::size_t bytes = act_in_.size() * sizeof(float);
+    double loss_sum = 0;
+    const auto p2p = [&](auto&& call, std::string_view what, std::uint32_t micro) -> status {
+      const auto t = steady::now();
+      const auto c = thread_cpu_time();
+      status st = call();
+      timings.communication += since(t);
+      p2p_cpu += thread_cpu_time() - c;
+      if (!st.ok())
+        return st.with_context("step " + std::to_string(step_) + ": micro-batch " + std::to_string(micro) + ": " +
+                               std::string{what});
+      return st;
+    };
+    const auto forward = [&](std::uint32_t k) -> status {
+      const std::uint32_t micro = first_micro_ + k;
+      if (first || last)
+        fill(micro);
+      if (!first)
+        RK_RETURN_IF_ERROR(p2p([&] { return comm_->recv(act_in_.data(), bytes, rank_ - 1); },
+                               "activations from the previous stage", micro));
+      RK_ASSIGN_OR_RETURN(
+          const double loss,
+          backend_->stage_forward(k % slots, params_, first ? std::span<const std::int32_t>(tokens_) : std::span<const std::int32_t>{},
+                                  last ? std::span<const std::int32_t>(targets_) : std::span<const std::int32_t>{},
+                                  first ? std::span<const float>{} : std::span<const float>(act_in_),
+                                  last ? std::span<float>{} : std::span<float>(act_out_)));
+      loss_sum += loss;
+      if (!last)
+        RK_RETURN_IF_ERROR(p2p([&] { return comm_->send(act_out_.data(), bytes, rank_ + 1); },
+                               "activations to the next stage", micro));
+      return {};
+    };
+    const auto backward = [&](std::uint32_t k) -> status {
+      const std::uint32_t micro = first_micro_ + k;
+      if (!last)
+        RK_RETURN_IF_ERROR(p2p([&] { return comm_->recv(grad_in_.data(), bytes, rank_ + 1); },
+                               "gradients from the next stage", micro));
+      RK_RETURN_IF_ERROR(backend_->stage_backward(k % slots, params_, grads_,
+                                                  last ? std::span<const float>{} : std::span<const float>(grad_in_),
+                                                  first ? std::span<float>{} : std::span<float>(grad_out_), 1.0f));
+      if (!first)
+        RK_RETURN_IF_ERROR(p2p([&] { return comm_->send(grad_out_.data(), bytes, rank_ - 1); },
+                               "gradients to the previous stage", micro));
+      return {};
+    };
+    std::uint32_t forwards = 0;
+    std::uint32_t backwards = 0;
+    for (std::uint32_t i = 0; i < warmup; ++i)
+      RK_RETURN_IF_ERROR(forward(forwards++));
+    for (std::uint32_t i = warmup; i < my_micro_; ++i) {
+      RK_RETURN_IF_ERROR(forward(forwards++));
+      RK_RETURN_IF_ERROR(backward(backwards++));
+    }
+    for (std::uint32_t i = 0; i < warmup; ++i)
+      RK_RETURN_IF_ERROR(backward(backwards++));
+    return loss_sum;
   }
 
   step_t current_step() const noexcept override { return step_t{step_}; }
@@ -379,10 +514,23 @@ class data_parallel_task final : public training_task {
       return status{errc::invalid_argument, "the communicator is rank " + std::to_string(comm.rank()) + " of " +
                                                 std::to_string(comm.size()) + ", the task is for a world of " +
                                                 std::to_string(world_)};
+    if (stages_ > 1 && !comm.point_to_point())
+      return status{errc::unsupported, "pipeline stages send activations point to point, which the new "
+                                       "communicator does not do"};
     if (comm.rank() != rank_) {
+      const std::uint32_t old_stage = stage();
+      const int old_rank = rank_;
       rank_ = comm.rank();
-      first_micro_ = std::accumulate(counts_.begin(), counts_.begin() + rank_, std::uint32_t{0});
-      my_micro_ = counts_[static_cast<std::size_t>(rank_)];
+      if (stage() != old_stage) {  // another part of the model: a backend for it
+        backend_options_.stage = stage_spec_of_rank();
+        auto b = kernels::make_backend(backend_options_);
+        if (!b) {
+          rank_ = old_rank;
+          return std::move(b).error().with_context("rebind to rank " + std::to_string(comm.rank()));
+        }
+        backend_ = std::move(b).value();
+      }
+      place_rank();
       begin_ = static_cast<std::size_t>(rank_) * shard_;
       needs_import_ = true;
     }
@@ -522,6 +670,10 @@ class data_parallel_task final : public training_task {
   int world_;
   transport::communicator* comm_;
   std::vector<std::uint32_t> counts_;
+  // Blocks of each pipeline stage ({layers} without a pipeline).
+  std::vector<std::uint32_t> stage_layers_;
+  std::uint32_t stages_ = 1;
+  kernels::backend_options backend_options_;
   std::uint32_t first_micro_ = 0;
   std::uint32_t my_micro_ = 0;
   std::optional<sampler> sampler_;
@@ -534,6 +686,8 @@ class data_parallel_task final : public training_task {
   // Host copies for collectives and export when the backend computes in device memory.
   std::vector<float> host_params_, host_grads_, host_shard_;
   std::vector<std::int32_t> tokens_, targets_;
+  // A pipeline stage's activations and their gradients in host memory: received, sent.
+  std::vector<float> act_in_, act_out_, grad_in_, grad_out_;
   std::uint64_t step_ = 0;
   /// Set when rebind changed the rank: the optimizer shard is another rank's until an import.
   bool needs_import_ = false;

@@ -52,9 +52,15 @@ struct step_result {
 struct task_options {
   /// The rank's device. Default: auto (a GPU when the machine has one, else the CPU).
   kernels::device_request device;
-  /// Micro-batches each rank runs per step (size = world size, sum = global_batch / micro_batch;
-  /// zeros allowed). Default: empty, an equal split with the remainder on the lowest ranks.
+  /// Micro-batches each data-parallel replica runs per step (size = replicas, which is the world
+  /// size without a pipeline; sum = global_batch / micro_batch; zeros allowed). Default: empty,
+  /// an equal split with the remainder on the lowest replicas.
   std::vector<std::uint32_t> micro_batches_per_rank;
+  /// Pipeline stages: the blocks of each stage, in order (at least 1 each, adding up to the
+  /// model's layers). Empty or one entry: no pipeline. With p stages the world holds world / p
+  /// replicas (world a multiple of p) and rank r runs stage r % p of replica r / p, so a replica's
+  /// stages are consecutive ranks. Every rank must be given the same list.
+  std::vector<std::uint32_t> stage_layers;
   /// Fill the parameters with the seed's initialisation. A task that will import a state before
   /// its first step can skip it (the parameters start at zero): it is most of a large model's
   /// start-up time. Default: true.
@@ -65,11 +71,19 @@ struct task_options {
   bool flush_subnormals = true;
 };
 
-/// One rank of the data-parallel training job, driven by the worker process.
+/// One rank of the training job, driven by the worker process.
 ///
-/// A step runs M = global_batch / micro_batch micro-batches with global indices 0 … M−1; rank r
-/// runs a contiguous block of them (its share of `micro_batches_per_rank`) and accumulates their
-/// gradients. Then (ZeRO-1, the flat parameter buffer padded to a multiple of the world size):
+/// A step runs M = global_batch / micro_batch micro-batches with global indices 0 … M−1; replica
+/// r runs a contiguous block of them (its share of `micro_batches_per_rank`) and accumulates their
+/// gradients. Without a pipeline a replica is one rank. With p pipeline stages
+/// (task_options::stage_layers) a replica is p consecutive ranks, each running its stage's blocks
+/// over the replica's micro-batches in a one-forward-one-backward schedule: stage s runs
+/// min(p − s − 1, m) forwards first, then alternates a forward with a backward, then runs the
+/// remaining backwards, keeping at most p − s micro-batches' activations. Activations go to the
+/// next stage and their gradients back with the communicator's point-to-point sends. Every rank
+/// holds the whole parameter buffer (the first and the last stage both use the tied embedding);
+/// a stage adds gradients to its own tensors only, and the reduction below sums them over the
+/// world. Then (ZeRO-1, the flat parameter buffer padded to a multiple of the world size):
 ///   1. reduce_scatter(sum) the gradient: each rank gets its shard of the sum;
 ///   2. allreduce one pair of floats: the loss sum and the shard's sum of squares;
 ///   3. scale by 1/M and the clipping factor, AdamW on the own shard (optimizer moments exist only
@@ -132,13 +146,16 @@ class training_task {
   /// `comm` must outlive the task.
   [[nodiscard]] virtual status rebind(transport::communicator& comm) = 0;
 
-  /// Sets how many of a step's micro-batches each rank runs, from the next step on (size = world
-  /// size, sum = global_batch / micro_batch, zeros allowed; empty: the equal split). Every rank of
+  /// Sets how many of a step's micro-batches each replica runs, from the next step on (size =
+  /// replicas, sum = global_batch / micro_batch, zeros allowed; empty: the equal split). Every rank of
   /// the world must be given the same list. The same list reproduces a step bitwise; another list
   /// gives the same step up to rounding. Errors: invalid_argument, and the task is unchanged.
   [[nodiscard]] virtual status set_micro_batches(std::span<const std::uint32_t> counts) = 0;
-  /// The micro-batches of every rank in force.
+  /// The micro-batches of every replica in force.
   [[nodiscard]] virtual std::span<const std::uint32_t> micro_batches() const noexcept = 0;
+  /// Pipeline stages (1 without a pipeline) and this rank's stage.
+  [[nodiscard]] virtual std::uint32_t pipeline_stages() const noexcept = 0;
+  [[nodiscard]] virtual std::uint32_t stage() const noexcept = 0;
 
   [[nodiscard]] virtual int rank() const noexcept = 0;
   [[nodiscard]] virtual int world_size() const noexcept = 0;
@@ -150,8 +167,9 @@ class training_task {
 /// Creates rank `rank` of a `world`-rank job from `spec` (job, model and optimizer sections),
 /// reducing through `comm` (host memory buffers; with a GPU backend the step stages through host
 /// memory). Parameters start from the seed's initialisation at step 0. `comm` must outlive the
-/// task. Errors: rank/world disagreeing with `comm`, a bad micro-batch split, an unusable data
-/// file, a model that does not fit.
+/// task. Errors: rank/world disagreeing with `comm`, a bad micro-batch split, a bad stage split
+/// (or stages on a communicator without point-to-point sends), an unusable data file, a model that
+/// does not fit.
 [[nodiscard]] expected<std::unique_ptr<training_task>> make_training_task(const config::spec& spec, int rank,
                                                                           int world,
                                                                           transport::communicator& comm,

@@ -40,6 +40,10 @@ class tracked_communicator final : public communicator {
   status allgather(const void* send, void* recv, std::size_t send_count, dtype type) override;
   status broadcast(void* data, std::size_t count, dtype type, int root) override;
   status barrier() override;
+  /// Point to point passes through untracked: only collectives are numbered alike on every rank.
+  [[nodiscard]] bool point_to_point() const noexcept override { return inner_.point_to_point(); }
+  status send(const void* data, std::size_t bytes, int peer) override { return inner_.send(data, bytes, peer); }
+  status recv(void* data, std::size_t bytes, int peer) override { return inner_.recv(data, bytes, peer); }
   void abort() noexcept override { inner_.abort(); }
   [[nodiscard]] bool aborted() const noexcept override { return inner_.aborted(); }
 

@@ -71,9 +71,34 @@ class communicator {
   /// Returns when every rank has entered the barrier.
   virtual status barrier() = 0;
 
+  /// Whether send and recv work here (a pipeline's stages exchange activations with them).
+  [[nodiscard]] virtual bool point_to_point() const noexcept { return false; }
+  /// Point to point: sends `bytes` bytes at `data` to rank `peer`, which receives them with a recv
+  /// of the same size. Messages from one rank to another arrive in the order they were sent. A
+  /// send may return before the peer receives (it is buffered), so two ranks can send to each other
+  /// and then receive; `data` may be reused when send returns. Sends and receives are not
+  /// collectives: they may sit between collectives on the ranks concerned only, as long as every
+  /// collective call is made in the same order on every rank. Errors: as the collectives; invalid_argument
+  /// for a peer outside the world or this rank itself; unsupported where point_to_point() is false.
+  virtual status send(const void* data, std::size_t bytes, int peer) {
+    (void)data, (void)bytes, (void)peer;
+    return no_point_to_point();
+  }
+  /// Receives the next message from rank `peer` into `data`. Errors: as send, and
+  /// invalid_argument when the message's size is not `bytes` (the communicator is then broken).
+  virtual status recv(void* data, std::size_t bytes, int peer) {
+    (void)data, (void)bytes, (void)peer;
+    return no_point_to_point();
+  }
+
   /// Makes every pending and later call on this rank return errc::aborted promptly. Idempotent.
   virtual void abort() noexcept = 0;
   [[nodiscard]] virtual bool aborted() const noexcept = 0;
+
+ protected:
+  static status no_point_to_point() {
+    return status{errc::unsupported, "this communicator has no point-to-point sends (a pipeline needs them)"};
+  }
 };
 
 /// A place holder with a rank and a size that reaches no one: every collective fails with

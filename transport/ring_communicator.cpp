@@ -120,6 +120,22 @@ detail::mailbox_layout layout_for(std::size_t chunk) {
   return {std::clamp<std::size_t>((8u << 20) / chunk, 2, 8), chunk};
 }
 
+// A point-to-point message's tag: the step field 0xffe (no collective has that many steps), the
+// sender's rank in the chunk field, and the number of the message between the two ranks.
+constexpr std::uint32_t p2p_step = 0xffe;
+std::uint64_t p2p_tag(std::uint32_t number, int from, std::uint32_t gen) noexcept {
+  return chunk_tag(number, p2p_step, static_cast<std::size_t>(from), gen);
+}
+
+// A point-to-point send in flight owns a copy of its bytes until UCX is done.
+struct p2p_send {
+  detail::request_record record;
+  std::vector<std::byte> bytes;
+};
+
+// Point-to-point sends a rank may have in flight before send() waits for some to complete.
+constexpr std::size_t max_pending_sends = 256;
+
 }  // namespace
 
 class ring_resources::impl {
@@ -131,6 +147,7 @@ class ring_resources::impl {
     // the context.
     graveyard_senders_.clear();
     worker_.reset();
+    graveyard_sends_.clear();
     graveyard_receivers_.clear();
     graveyard_mailboxes_.clear();
     spare_.reset();
@@ -173,6 +190,8 @@ class ring_resources::impl {
   std::string host_;
   std::unique_ptr<detail::shm_mailbox> spare_;
   std::vector<std::unique_ptr<detail::ring_sender>> graveyard_senders_;
+  /// Point-to-point sends UCX still held when their communicator ended (their bytes with them).
+  std::vector<std::shared_ptr<void>> graveyard_sends_;
   std::vector<std::unique_ptr<detail::ring_receiver>> graveyard_receivers_;
   std::vector<std::unique_ptr<detail::shm_mailbox>> graveyard_mailboxes_;
 };
@@ -221,14 +240,27 @@ class ring_communicator::impl {
       close(right_ep_);
     if (left_ep_ != nullptr && left_ep_ != right_ep_)
       close(left_ep_);
+    for (auto& ep : p2p_eps_)
+      if (ep != nullptr)
+        close(ep);
+    for (auto& send : pending_sends_)
+      if (!send->record.done && send->record.request != nullptr)
+        ucp_request_cancel(res.worker_->get(), send->record.request);
+    const auto sends_done = [&] {
+      (void)reap_sends();
+      return pending_sends_.empty();
+    };
     const auto limit = clock_type::now() + (broken_.ok() && !aborted() ? 500ms : 20ms);
     while (clock_type::now() < limit) {
       const bool s = !sender_ || sender_->wind_down();
       const bool r = !receiver_ || receiver_->wind_down();
-      if (s && r)
+      if (s && r && sends_done())
         break;
       ucp_worker_progress(res.worker_->get());
     }
+    sends_done();
+    for (auto& send : pending_sends_)
+      res.graveyard_sends_.push_back(std::shared_ptr<p2p_send>(std::move(send)));
     const bool s_done = !sender_ || sender_->wind_down();
     const bool r_done = !receiver_ || receiver_->wind_down();
     if (sender_ && !s_done)
@@ -268,6 +300,10 @@ class ring_communicator::impl {
                                                      std::to_string(addresses.size())});
     if (size_ == 1)
       return {};
+    peer_addresses_ = addresses;
+    p2p_eps_.assign(static_cast<std::size_t>(size_), nullptr);
+    sent_to_.assign(static_cast<std::size_t>(size_), 0);
+    received_from_.assign(static_cast<std::size_t>(size_), 0);
     const int right = wrap(rank_ + 1, size_);
     const int left = wrap(rank_ - 1, size_);
     RK_ASSIGN_OR_RETURN(auto right_address, decode(addresses[static_cast<std::size_t>(right)], right));
@@ -442,7 +478,129 @@ class ring_communicator::impl {
     return allreduce(&token, 1, dtype::f32, reduce_op::sum);
   }
 
+  // Point to point: UCX tag messages on the ring's worker, to any rank, through an endpoint
+  // opened on first use. A send copies the bytes and returns; UCX delivers them while this rank
+  // makes later calls (it waits only past max_pending_sends). A receive lands in the caller's
+  // buffer.
+  status send(const void* data, std::size_t bytes, int peer) {
+    RK_RETURN_IF_ERROR(ready());
+    RK_RETURN_IF_ERROR(check_peer(peer, "send to"));
+    RK_RETURN_IF_ERROR(reap_sends());
+    const auto deadline = clock_type::now() + options_.timeout;
+    while (pending_sends_.size() >= max_pending_sends) {
+      ucp_worker_progress(worker());
+      RK_RETURN_IF_ERROR(reap_sends());
+      if (aborted())
+        return fail(status{errc::aborted, "communicator aborted"});
+      if (clock_type::now() > deadline)
+        return fail(status{errc::timeout, "rank " + std::to_string(rank_) + ": " + std::to_string(max_pending_sends) +
+                                              " point-to-point sends still undelivered after " + timeout_text()});
+    }
+    RK_ASSIGN_OR_RETURN(ucp_ep_h ep, p2p_endpoint(peer));
+    auto r = std::make_unique<p2p_send>();
+    const auto* p = static_cast<const std::byte*>(data);
+    r->bytes.assign(p, p + bytes);
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    params.cb.send = &detail::on_send_done;
+    params.user_data = &r->record;
+    const std::uint32_t number = sent_to_[static_cast<std::size_t>(peer)]++;
+    detail::track(r->record, ucp_tag_send_nbx(ep, r->bytes.data(), bytes, p2p_tag(number, rank_, gen_), &params));
+    // A large message moves only while this worker progresses (the receiver asks for it, this side
+    // writes it): a receiver already waiting gets it now, not when this rank next calls in.
+    const auto until = clock_type::now() + 1ms;
+    while (!r->record.done && clock_type::now() < until)
+      ucp_worker_progress(worker());
+    pending_sends_.push_back(std::move(r));
+    return reap_sends();
+  }
+
+  status recv(void* data, std::size_t bytes, int peer) {
+    RK_RETURN_IF_ERROR(ready());
+    RK_RETURN_IF_ERROR(check_peer(peer, "receive from"));
+    detail::request_record r;
+    ucp_request_param_t params{};
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    params.cb.recv = &detail::on_recv_done;
+    params.user_data = &r;
+    const std::uint32_t number = received_from_[static_cast<std::size_t>(peer)]++;
+    detail::track(r, ucp_tag_recv_nbx(worker(), data, bytes, p2p_tag(number, peer, gen_), ~std::uint64_t{0}, &params));
+    if (r.done && r.request == nullptr && r.result == UCS_OK)
+      r.length = bytes;  // completed in the call: UCX reports no length then, and truncation is an error
+    const auto deadline = clock_type::now() + options_.timeout;
+    auto idle_since = clock_type::now();
+    status outcome;
+    while (!r.done) {
+      const bool progressed = ucp_worker_progress(worker()) != 0;
+      if (auto s = reap_sends(); !s.ok()) {
+        outcome = s;
+        break;
+      }
+      if (aborted()) {
+        outcome = status{errc::aborted, "communicator aborted"};
+        break;
+      }
+      const auto now = clock_type::now();
+      if (now > deadline) {
+        outcome = status{errc::timeout, "rank " + std::to_string(rank_) + " waited " + timeout_text() +
+                                            " for message " + std::to_string(number) + " from rank " +
+                                            std::to_string(peer)};
+        break;
+      }
+      if (progressed)
+        idle_since = now;
+      else
+        detail::idle_wait(now - idle_since);
+    }
+    if (!r.done) {  // UCX must let go of the caller's buffer before this returns
+      ucp_request_cancel(worker(), r.request);
+      while (!r.done)
+        ucp_worker_progress(worker());
+      return fail(outcome);
+    }
+    if (r.result != UCS_OK)
+      return fail(ucx_status(r.result, "rank " + std::to_string(rank_) + " receiving message " + std::to_string(number) +
+                                           " of " + std::to_string(bytes) + " bytes from rank " + std::to_string(peer)));
+    if (r.length != bytes)
+      return fail(status{errc::invalid_argument, "rank " + std::to_string(rank_) + " expected " +
+                                                     std::to_string(bytes) + " bytes from rank " +
+                                                     std::to_string(peer) + ", the message holds " +
+                                                     std::to_string(r.length)});
+    return {};
+  }
+
  private:
+  std::string timeout_text() const {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout).count()) + " ms";
+  }
+
+  status check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return status{errc::invalid_argument, std::string{what} + " rank " + std::to_string(peer) + " from rank " +
+                                                std::to_string(rank_) + " of " + std::to_string(size_)};
+    return {};
+  }
+
+  // Drops the sends UCX has finished; the first failed one breaks the communicator.
+  status reap_sends() {
+    while (!pending_sends_.empty() && pending_sends_.front()->record.done) {
+      const auto result = pending_sends_.front()->record.result;
+      pending_sends_.pop_front();
+      if (result != UCS_OK && result != UCS_ERR_CANCELED)
+        return fail(ucx_status(result, "rank " + std::to_string(rank_) + ": a point-to-point send"));
+    }
+    return broken_;
+  }
+
+  expected<ucp_ep_h> p2p_endpoint(int peer) {
+    auto& ep = p2p_eps_[static_cast<std::size_t>(peer)];
+    if (ep == nullptr) {
+      RK_ASSIGN_OR_RETURN(auto a, decode(peer_addresses_[static_cast<std::size_t>(peer)], peer));
+      RK_ASSIGN_OR_RETURN(ep, open_endpoint(peer, a));
+    }
+    return ep;
+  }
+
   detail::mailbox_layout layout() const { return layout_for(chunk_); }
   std::size_t window() const { return layout_for(chunk_).slots; }
   ucp_worker_h worker() const { return resources_->internals().worker_->get(); }
@@ -549,19 +707,10 @@ class ring_communicator::impl {
                                " ms (rank " + std::to_string(rank_) + ": " + std::to_string(received) + "/" +
                                std::to_string(recv_order.size()) + " chunks received, " +
                                std::to_string(ready_sends.size()) + " waiting to be sent)"});
-      if (progressed) {
+      if (progressed)
         idle_since = now;
-        continue;
-      }
-      // Idle: spin briefly, then yield the core, then nap, longer the longer the wait (an eighth of
-      // it, at most 1 ms): a rank waiting for a peer that restores gives the cores to it.
-      const auto idle = now - idle_since;
-      if (idle < 20us)
-        continue;
-      if (idle < 2ms)
-        sched_yield();
       else
-        std::this_thread::sleep_for(std::min<clock_type::duration>(idle / 8, 1ms));
+        detail::idle_wait(now - idle_since);
     }
   }
 
@@ -610,6 +759,13 @@ class ring_communicator::impl {
   std::atomic<bool> aborted_{false};
   status broken_;
   std::vector<std::byte> work_;
+  // Point to point: every rank's address, endpoints opened on first use, messages numbered per
+  // peer, sends UCX has not finished (oldest first).
+  std::vector<std::vector<std::byte>> peer_addresses_;
+  std::vector<ucp_ep_h> p2p_eps_;
+  std::vector<std::uint32_t> sent_to_;
+  std::vector<std::uint32_t> received_from_;
+  std::deque<std::unique_ptr<p2p_send>> pending_sends_;
 };
 
 expected<std::unique_ptr<ring_communicator>> ring_communicator::create(int rank, int size, const ring_options& options) {
@@ -647,6 +803,8 @@ status ring_communicator::broadcast(void* data, std::size_t count, dtype type, i
   return impl_->broadcast(data, count, type, root);
 }
 status ring_communicator::barrier() { return impl_->barrier(); }
+status ring_communicator::send(const void* data, std::size_t bytes, int peer) { return impl_->send(data, bytes, peer); }
+status ring_communicator::recv(void* data, std::size_t bytes, int peer) { return impl_->recv(data, bytes, peer); }
 void ring_communicator::abort() noexcept { impl_->abort(); }
 bool ring_communicator::aborted() const noexcept { return impl_->aborted(); }
 bool ring_communicator::neighbour_is_local() const noexcept { return impl_->neighbour_is_local(); }

@@ -85,6 +85,11 @@ class ring_communicator final : public communicator {
   status allgather(const void* send, void* recv, std::size_t send_count, dtype type) override;
   status broadcast(void* data, std::size_t count, dtype type, int root) override;
   status barrier() override;
+  /// Point to point reaches any rank: UCX tag messages, over shared memory or the network as UCX
+  /// chooses (not the ring's links). A send copies its bytes and returns at once.
+  [[nodiscard]] bool point_to_point() const noexcept override { return true; }
+  status send(const void* data, std::size_t bytes, int peer) override;
+  status recv(void* data, std::size_t bytes, int peer) override;
   void abort() noexcept override;
   [[nodiscard]] bool aborted() const noexcept override;
 

@@ -3,12 +3,51 @@
 #include <atomic>
 #include <cstring>
 #include <algorithm>
+#include <chrono>
 #include <deque>
+#include <thread>
+
+#include <sched.h>
 
 #include "common/check.hpp"
 #include "transport/ucx.hpp"
 
 namespace rekindle::transport::detail {
+
+void on_send_done(void* request, ucs_status_t s, void* user_data) {
+  auto* r = static_cast<request_record*>(user_data);
+  r->result = s;
+  r->done = true;
+  r->request = nullptr;
+  ucp_request_free(request);
+}
+
+void on_recv_done(void* request, ucs_status_t s, const ucp_tag_recv_info_t* info, void* user_data) {
+  if (info != nullptr)
+    static_cast<request_record*>(user_data)->length = info->length;
+  on_send_done(request, s, user_data);
+}
+
+void track(request_record& r, void* req) {
+  if (req == nullptr) {
+    r.done = true;
+  } else if (UCS_PTR_IS_ERR(req)) {
+    r.done = true;
+    r.result = UCS_PTR_STATUS(req);
+  } else {
+    r.request = req;
+  }
+}
+
+void idle_wait(std::chrono::steady_clock::duration idle) {
+  using namespace std::chrono_literals;
+  if (idle < 20us)
+    return;
+  if (idle < 2ms)
+    sched_yield();
+  else
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(idle / 8, 1ms));
+}
 
 namespace {
 
@@ -108,37 +147,6 @@ class shm_sender final : public ring_sender {
   mailbox_layout layout_;
   std::uint64_t next_ = 1;
 };
-
-// One UCX request in flight; lives in a deque until UCX is done with it.
-struct request_record {
-  bool done = false;
-  ucs_status_t result = UCS_OK;
-  /// The UCX request while in flight (for cancelling receives).
-  void* request = nullptr;
-};
-
-void on_send_done(void* request, ucs_status_t s, void* user_data) {
-  auto* r = static_cast<request_record*>(user_data);
-  r->result = s;
-  r->done = true;
-  r->request = nullptr;
-  ucp_request_free(request);
-}
-
-void on_recv_done(void* request, ucs_status_t s, const ucp_tag_recv_info_t*, void* user_data) {
-  on_send_done(request, s, user_data);
-}
-
-void track(request_record& r, void* req) {
-  if (req == nullptr) {
-    r.done = true;
-  } else if (UCS_PTR_IS_ERR(req)) {
-    r.done = true;
-    r.result = UCS_PTR_STATUS(req);
-  } else {
-    r.request = req;
-  }
-}
 
 status record_error(const request_record& r, const char* what) {
   if (r.done && r.result != UCS_OK && r.result != UCS_ERR_CANCELED)

@@ -2,6 +2,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -106,6 +107,25 @@ expected<std::unique_ptr<ring_sender>> make_shm_sender(ucp_ep_h ep, std::span<co
 std::unique_ptr<ring_sender> make_ucx_sender(ucp_worker_h worker, ucp_ep_h right, std::uint32_t gen);
 std::unique_ptr<ring_receiver> make_ucx_receiver(ucp_worker_h worker, ucp_ep_h left, std::size_t slot_size,
                                                  std::size_t window, std::uint32_t gen);
+
+/// One UCX request in flight: the record a completion callback fills (it lives until UCX is done).
+struct request_record {
+  bool done = false;
+  ucs_status_t result = UCS_OK;
+  /// The UCX request while in flight (for cancelling).
+  void* request = nullptr;
+  /// Bytes a receive got.
+  std::size_t length = 0;
+};
+/// Completion callbacks for ucp_tag_send_nbx / ucp_tag_recv_nbx with a request_record as user data.
+void on_send_done(void* request, ucs_status_t s, void* user_data);
+void on_recv_done(void* request, ucs_status_t s, const ucp_tag_recv_info_t* info, void* user_data);
+/// Records what a ucp_*_nbx call returned: done at once, failed at once, or in flight.
+void track(request_record& r, void* req);
+/// How a rank waits for a peer with nothing to do: spins for 20 µs of idleness, then yields the core,
+/// from 2 ms naps an eighth of the idle time (at most 1 ms), so a rank waiting on a restoring peer
+/// gives the cores to it.
+void idle_wait(std::chrono::steady_clock::duration idle);
 
 /// The tag of chunk `chunk` of step `step` of call `seq` of communicator generation `gen`:
 /// generation 16 bits, call 16, step 12, chunk 20. The generation keeps a communicator's tags

@@ -239,4 +239,80 @@ TEST_P(communicator_suite, missing_peer_times_out_with_a_precise_error) {
   EXPECT_FALSE(c.barrier().ok()) << "a broken communicator stays broken";
 }
 
+TEST_P(communicator_suite, point_to_point_arrives_in_order_both_ways_beside_collectives) {
+  if (!comm(0).point_to_point())
+    GTEST_SKIP() << GetParam().backend.name << " has no point-to-point sends";
+  if (n() < 2)
+    GTEST_SKIP() << "needs a peer";
+  // Sizes from one byte to several chunks; each rank sends all its messages to both neighbours
+  // before it receives any (sends must not wait for the receiver), then the ring reduces.
+  const std::vector<std::size_t> sizes{1, 4096, 100003, std::size_t{3} << 20};
+  const auto fill = [](int from, int to, std::size_t k, std::size_t bytes) {
+    std::vector<std::uint8_t> v(bytes);
+    for (std::size_t i = 0; i < bytes; ++i)
+      v[i] = static_cast<std::uint8_t>(from * 31 + to * 7 + k * 13 + i);
+    return v;
+  };
+  for (int round = 0; round < 2; ++round) {
+    on_each([&](int r) {
+      const int right = (r + 1) % n();
+      const int left = (r + n() - 1) % n();
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        for (int to : {right, left}) {
+          if (to == right && to == left && k % 2 == 1)
+            continue;  // with two ranks both neighbours are one: send each message once
+          auto v = fill(r, to, k, sizes[k]);
+          ASSERT_TRUE(comm(r).send(v.data(), v.size(), to).ok());
+        }
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        for (int from : {left, right}) {
+          if (from == right && from == left && k % 2 == 1)
+            continue;
+          std::vector<std::uint8_t> got(sizes[k]);
+          const status st = comm(r).recv(got.data(), got.size(), from);
+          ASSERT_TRUE(st.ok()) << st;
+          ASSERT_TRUE(got == fill(from, r, k, sizes[k])) << "message " << k << " from rank " << from;
+        }
+      std::vector<float> one{1.0f};
+      round_trip(r, one, [&](void* buf) {
+        ASSERT_TRUE(comm(r).allreduce(buf, 1, transport::dtype::f32, transport::reduce_op::sum).ok());
+      });
+      EXPECT_EQ(one[0], static_cast<float>(n()));
+    });
+    ASSERT_FALSE(HasFatalFailure());
+  }
+  int v = 0;
+  EXPECT_EQ(comm(0).send(&v, sizeof v, 0).code(), errc::invalid_argument) << "not to itself";
+  EXPECT_EQ(comm(0).recv(&v, sizeof v, n()).code(), errc::invalid_argument) << "not outside the world";
+}
+
+TEST_P(communicator_suite, point_to_point_from_a_silent_peer_or_of_another_size_fails) {
+  if (!comm(0).point_to_point() || n() < 2)
+    GTEST_SKIP() << "needs point-to-point sends and a peer";
+  auto group = GetParam().backend.make_group(n(), std::chrono::milliseconds{500});
+  ASSERT_TRUE(group) << group.error();
+  auto& c = *(*group)[0];
+  int v = 0;
+  const status silent = c.recv(&v, sizeof v, 1);
+  EXPECT_EQ(silent.code(), errc::timeout) << silent;
+  EXPECT_NE(silent.message().find("500 ms for message 0 from rank 1"), std::string::npos) << silent;
+  EXPECT_FALSE(c.barrier().ok()) << "a broken communicator stays broken";
+  // Eight bytes sent, four expected: an error, not a short read. The sender then waits in a
+  // receive of its own, which moves its send along, until the deadline.
+  auto other = GetParam().backend.make_group(n(), std::chrono::seconds{1});
+  ASSERT_TRUE(other) << other.error();
+  status wrong;
+  std::thread sender([&] {
+    const std::int64_t big = 42;
+    ASSERT_TRUE((*other)[1]->send(&big, sizeof big, 0).ok());
+    int none = 0;
+    (void)(*other)[1]->recv(&none, sizeof none, 0);
+  });
+  wrong = (*other)[0]->recv(&v, sizeof v, 1);
+  sender.join();
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.code(), errc::timeout) << wrong;
+  EXPECT_FALSE((*other)[0]->barrier().ok()) << "a broken communicator stays broken";
+}
+
 }  // namespace rekindle::testing

@@ -121,6 +121,14 @@ status thread_communicator::barrier() {
   return group_->arrive(rank_);
 }
 
+status thread_communicator::send(const void* data, std::size_t bytes, int peer) {
+  return group_->post(rank_, peer, data, bytes);
+}
+
+status thread_communicator::recv(void* data, std::size_t bytes, int peer) {
+  return group_->take(peer, rank_, data, bytes);
+}
+
 void thread_communicator::abort() noexcept {
   group_->abort(rank_);
 }
@@ -177,6 +185,53 @@ status thread_group::arrive(int rank) {
   if (generation_ != gen)
     return {};
   return failure_for(rank);
+}
+
+status thread_group::post(int from, int to, const void* data, std::size_t bytes) {
+  if (to < 0 || to >= size_ || to == from)
+    return status{errc::invalid_argument, "send to rank " + std::to_string(to) + " from rank " + std::to_string(from) +
+                                              " of " + std::to_string(size_)};
+  std::lock_guard lk(mu_);
+  if (broken_)
+    return failure_for(from);
+  const auto* p = static_cast<const std::byte*>(data);
+  mail_[{from, to}].emplace_back(p, p + bytes);
+  cv_.notify_all();
+  return {};
+}
+
+status thread_group::take(int from, int to, void* data, std::size_t bytes) {
+  if (from < 0 || from >= size_ || to == from)
+    return status{errc::invalid_argument, "recv from rank " + std::to_string(from) + " on rank " + std::to_string(to) +
+                                              " of " + std::to_string(size_)};
+  std::unique_lock lk(mu_);
+  auto& box = mail_[{from, to}];
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (box.empty() && !broken_) {
+    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && box.empty() && !broken_) {
+      broken_ = true;
+      cause_ = errc::timeout;
+      culprit_ = to;
+      reason_ = "rank " + std::to_string(to) + " waited " + std::to_string(timeout_.count()) +
+                " ms for a message from rank " + std::to_string(from);
+      cv_.notify_all();
+    }
+  }
+  if (broken_)
+    return failure_for(to);
+  if (box.front().size() != bytes) {
+    broken_ = true;
+    cause_ = errc::invalid_argument;
+    culprit_ = to;
+    reason_ = "rank " + std::to_string(to) + " expected " + std::to_string(bytes) + " bytes from rank " +
+              std::to_string(from) + ", the message holds " + std::to_string(box.front().size());
+    cv_.notify_all();
+    return failure_for(to);
+  }
+  if (bytes > 0)
+    std::memcpy(data, box.front().data(), bytes);
+  box.pop_front();
+  return {};
 }
 
 void thread_group::abort(int rank) noexcept {

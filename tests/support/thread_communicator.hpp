@@ -3,6 +3,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <map>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -38,6 +40,9 @@ class thread_communicator final : public transport::communicator {
   status allgather(const void* send, void* recv, std::size_t send_count, transport::dtype type) override;
   status broadcast(void* data, std::size_t count, transport::dtype type, int root) override;
   status barrier() override;
+  bool point_to_point() const noexcept override { return true; }
+  status send(const void* data, std::size_t bytes, int peer) override;
+  status recv(void* data, std::size_t bytes, int peer) override;
   void abort() noexcept override;
   bool aborted() const noexcept override;
 
@@ -75,12 +80,16 @@ class thread_group {
   // Waits until every rank has arrived (one barrier phase). Fails on timeout, abort or a broken group.
   status arrive(int rank);
   status failure_for(int rank) const;  // REQUIRES: mu_ held and broken_
+  status post(int from, int to, const void* data, std::size_t bytes);
+  status take(int from, int to, void* data, std::size_t bytes);
   void abort(int rank) noexcept;
 
   const int size_;
   const std::chrono::milliseconds timeout_;
   std::vector<std::unique_ptr<thread_communicator>> ranks_;
   std::vector<slot> slots_;
+  // Point-to-point messages not yet received, by (sender, receiver); guarded by mu_.
+  std::map<std::pair<int, int>, std::deque<std::vector<std::byte>>> mail_;
   // Ranks that called abort(); guarded by mu_.
   std::vector<bool> aborted_;
 

@@ -301,6 +301,105 @@ TEST_F(backend_test, bad_batches_are_rejected_with_a_reason) {
   EXPECT_EQ(be_->zero(*g, be_->layout().size() - 1, 2).code(), errc::out_of_range);
 }
 
+// Two stages of a pipeline (the first `split` blocks, then the rest with the head), each with two
+// slots, against the whole model on the same micro-batches: the same losses bit for bit, and the
+// same gradients (bit for bit except the tied embedding, whose two contributions are added in
+// another order).
+TEST_F(backend_test, two_stages_compute_what_the_whole_model_does) {
+  const model_shape shape = be_->layout().shape();
+  ASSERT_GE(shape.layers, 2u);
+  const std::uint32_t split = 1;
+  auto first = make_cpu_backend(shape, 3, stage_spec{.first_layer = 0, .layers = split, .slots = 2});
+  auto second = make_cpu_backend(shape, 3, stage_spec{.first_layer = split, .layers = 0, .slots = 2});
+  ASSERT_TRUE(first.has_value()) << first.error();
+  ASSERT_TRUE(second.has_value()) << second.error();
+  EXPECT_TRUE((*first)->embeds());
+  EXPECT_FALSE((*first)->has_head());
+  EXPECT_EQ((*second)->stage().layers, shape.layers - split) << "layers 0 resolves to the rest of the model";
+  EXPECT_TRUE((*second)->has_head());
+  const std::size_t n = be_->layout().size();
+  auto whole_grads = be_->allocate(n);
+  auto g0 = (*first)->allocate(n);
+  auto g1 = (*second)->allocate(n);
+  ASSERT_TRUE(whole_grads.has_value() && g0.has_value() && g1.has_value());
+  const std::size_t acts = 2 * std::size_t{shape.seq_len} * shape.width;
+  // Two micro-batches of 2 sequences, both forwards before both backwards (two slots).
+  std::vector<std::vector<std::int32_t>> tokens{byte_tokens(2 * shape.seq_len, 5), byte_tokens(2 * shape.seq_len, 6)};
+  std::vector<std::vector<std::int32_t>> targets{byte_tokens(2 * shape.seq_len, 7), byte_tokens(2 * shape.seq_len, 8)};
+  std::vector<double> whole_loss, staged_loss;
+  for (int m = 0; m < 2; ++m) {
+    auto l = be_->forward_backward(params_, *whole_grads, tokens[m], targets[m], 1.0f);
+    ASSERT_TRUE(l.has_value()) << l.error();
+    whole_loss.push_back(*l);
+  }
+  std::vector<float> out(acts), dout(acts), din(acts);
+  for (std::uint32_t m = 0; m < 2; ++m) {
+    auto none = (*first)->stage_forward(m, params_, tokens[m], {}, {}, out);
+    ASSERT_TRUE(none.has_value()) << none.error();
+    EXPECT_EQ(*none, 0.0) << "a stage without the head has no loss";
+    auto l = (*second)->stage_forward(m, params_, {}, targets[m], out, {});
+    ASSERT_TRUE(l.has_value()) << l.error();
+    staged_loss.push_back(*l);
+  }
+  EXPECT_EQ(staged_loss, whole_loss);
+  for (std::uint32_t m = 0; m < 2; ++m) {
+    ASSERT_TRUE((*second)->stage_backward(m, params_, *g1, {}, din, 1.0f).ok());
+    ASSERT_TRUE((*first)->stage_backward(m, params_, *g0, din, {}, 1.0f).ok());
+  }
+  std::vector<float> want(n), a(n), b(n);
+  ASSERT_TRUE(be_->download(*whole_grads, 0, want).ok());
+  ASSERT_TRUE((*first)->download(*g0, 0, a).ok());
+  ASSERT_TRUE((*second)->download(*g1, 0, b).ok());
+  const std::size_t wte_end = shape.width * std::size_t{vocab_size};
+  for (std::size_t i = wte_end; i < n; ++i) {
+    // Each tensor belongs to one stage: the other stage leaves it at zero.
+    ASSERT_TRUE(a[i] == 0.0f || b[i] == 0.0f) << "both stages wrote float " << i;
+    ASSERT_EQ(a[i] + b[i], want[i]) << "float " << i;
+  }
+  for (std::size_t i = 0; i < wte_end; ++i)
+    ASSERT_NEAR(a[i] + b[i], want[i], 1e-6 + 1e-4 * std::fabs(want[i])) << "wte float " << i;
+}
+
+TEST_F(backend_test, stage_calls_that_do_not_fit_the_stage_are_refused) {
+  const model_shape shape = be_->layout().shape();
+  auto later = make_cpu_backend(shape, 3, stage_spec{.first_layer = 1, .layers = 0, .slots = 1});
+  ASSERT_TRUE(later.has_value()) << later.error();
+  auto g = (*later)->allocate(be_->layout().size());
+  ASSERT_TRUE(g.has_value());
+  const auto tokens = byte_tokens(shape.seq_len, 1);
+  std::vector<float> acts(std::size_t{shape.seq_len} * shape.width);
+  // The whole-model calls on a stage.
+  auto r = (*later)->forward(params_, tokens, tokens);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), errc::failed_precondition);
+  // Tokens to a stage that reads activations; a slot out of range; a backward before a forward.
+  r = (*later)->stage_forward(0, params_, tokens, tokens, acts, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("tokens: this stage does not use it"), std::string::npos) << r.error();
+  r = (*later)->stage_forward(1, params_, {}, tokens, acts, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("slot 1 of a stage with 1"), std::string::npos) << r.error();
+  EXPECT_EQ((*later)->stage_backward(0, params_, *g, {}, acts, 1.0f).code(), errc::failed_precondition);
+  // Activations of a ragged size; targets of another batch.
+  std::vector<float> ragged(acts.size() + 1);
+  r = (*later)->stage_forward(0, params_, {}, tokens, ragged, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("input activations"), std::string::npos) << r.error();
+  const auto two = byte_tokens(2 * shape.seq_len, 1);
+  r = (*later)->stage_forward(0, params_, {}, two, acts, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("targets hold 2 sequences"), std::string::npos) << r.error();
+  // An input gradient of the wrong size after a good forward.
+  ASSERT_TRUE((*later)->stage_forward(0, params_, {}, tokens, acts, {}).has_value());
+  EXPECT_EQ((*later)->stage_backward(0, params_, *g, {}, ragged, 1.0f).code(), errc::invalid_argument);
+  EXPECT_TRUE((*later)->stage_backward(0, params_, *g, {}, acts, 1.0f).ok());
+  // Stages outside the model, and no slots.
+  EXPECT_EQ(make_cpu_backend(shape, 3, stage_spec{.first_layer = shape.layers}).error().code(), errc::invalid_argument);
+  EXPECT_EQ(make_cpu_backend(shape, 3, stage_spec{.first_layer = 0, .layers = shape.layers + 1}).error().code(),
+            errc::invalid_argument);
+  EXPECT_EQ(make_cpu_backend(shape, 3, stage_spec{.slots = 0}).error().code(), errc::invalid_argument);
+}
+
 TEST(backend, selection_follows_the_request_and_the_machine) {
   const cuda_probe probe = probe_cuda();
   backend_options o;

@@ -102,5 +102,41 @@ TEST(thread_communicator, abort_unblocks_peers_promptly) {
   EXPECT_FALSE(g.rank(0).aborted());
 }
 
+TEST(thread_communicator, point_to_point_keeps_order_per_pair_and_buffers_sends) {
+  thread_group g(3, 5s);
+  std::vector<std::vector<int>> got(3);
+  g.run([&](int r, transport::communicator& c) {
+    ASSERT_TRUE(c.point_to_point());
+    // Both neighbours send before they receive: sends do not wait for the receiver.
+    const int right = (r + 1) % 3;
+    const int left = (r + 2) % 3;
+    for (int i = 0; i < 3; ++i) {
+      const int v = 10 * r + i;
+      ASSERT_TRUE(c.send(&v, sizeof v, right).ok());
+    }
+    for (int i = 0; i < 3; ++i) {
+      int v = -1;
+      ASSERT_TRUE(c.recv(&v, sizeof v, left).ok());
+      got[static_cast<std::size_t>(r)].push_back(v);
+    }
+  });
+  EXPECT_EQ(got[0], (std::vector<int>{20, 21, 22}));
+  EXPECT_EQ(got[1], (std::vector<int>{0, 1, 2}));
+  int v = 0;
+  EXPECT_EQ(g.rank(0).send(&v, sizeof v, 0).code(), errc::invalid_argument) << "not to itself";
+  EXPECT_EQ(g.rank(0).recv(&v, sizeof v, 3).code(), errc::invalid_argument) << "not outside the world";
+}
+
+TEST(thread_communicator, a_message_of_another_size_breaks_the_group) {
+  thread_group g(2, 5s);
+  const std::int64_t big = 7;
+  ASSERT_TRUE(g.rank(0).send(&big, sizeof big, 1).ok());
+  int small = 0;
+  const status s = g.rank(1).recv(&small, sizeof small, 0);
+  EXPECT_EQ(s.code(), errc::invalid_argument) << s;
+  EXPECT_NE(s.message().find("expected 4 bytes from rank 0, the message holds 8"), std::string::npos) << s;
+  EXPECT_FALSE(g.rank(0).barrier().ok()) << "the group is broken";
+}
+
 }  // namespace
 }  // namespace rekindle::testing
