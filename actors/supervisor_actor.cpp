@@ -185,7 +185,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       st.restore_step = se->restore_step;
       st.restore_world = se->restore_world;
       st.node_addresses = node_addresses_;
-      st.micro_batches = shares_for_epoch(se->placement);
+      st.micro_batches = replica_shares(shares_for_epoch(se->placement));
       for (const auto& s : se->sources)
         st.sources.push_back({s.old_rank, s.holder, s.where});
       for (const auto& slot : se->placement) {

@@ -206,6 +206,13 @@ class supervisor_actor : public caf::event_based_actor {
   /// The shares the epoch starting on `placement` runs with: an operator's `rebalance` while the
   /// world keeps its size, else job.balance planned for this placement. An event when they change.
   std::vector<std::uint32_t> shares_for_epoch(const std::vector<policy::rank_slot>& placement);
+  /// The equal split for a world of `world` ranks, per rank (with pipeline stages, per replica
+  /// and the same on each of its stages).
+  [[nodiscard]] std::vector<std::uint32_t> equal_shares(std::size_t world) const;
+  /// Blocks of the pipeline stage `rank` runs; 1 without a pipeline.
+  [[nodiscard]] double stage_blocks(rank_id rank) const;
+  /// What the ranks are told: per rank, or with pipeline stages per replica (its first rank's).
+  [[nodiscard]] std::vector<std::uint32_t> replica_shares(const std::vector<std::uint32_t>& per_rank) const;
   /// "5, 5, 4, 2" (and the step's compute time they predict, relative to the equal split).
   [[nodiscard]] std::string describe_shares(const std::vector<std::uint32_t>& shares, const std::vector<policy::rank_slot>& placement) const;
 

@@ -27,7 +27,52 @@ std::uint32_t micro_batches_of(const config::spec& spec) { return spec.job.globa
 // being slow), else the wall time.
 std::int64_t work_ns(const progress_report& p) { return p.compute_cpu_ns > 0 ? p.compute_cpu_ns : p.compute_ns; }
 
+// With pipeline stages (job.stages) every stage of a replica runs the replica's micro-batches, and a
+// replica runs at its slowest stage's rate: shares are planned per replica from the lowest rate of
+// its ranks and given to each of them. Rates are per rank; p = 1 plans per rank.
+expected<std::vector<std::uint32_t>> share_over_replicas(const std::vector<double>& rates, std::uint32_t p,
+                                                         std::uint32_t total) {
+  if (p <= 1)
+    return planner::share_micro_batches(rates, total);
+  std::vector<double> replicas;
+  for (std::size_t r = 0; r + p <= rates.size(); r += p)
+    replicas.push_back(*std::min_element(rates.begin() + static_cast<std::ptrdiff_t>(r),
+                                         rates.begin() + static_cast<std::ptrdiff_t>(r + p)));
+  RK_ASSIGN_OR_RETURN(auto shares, planner::share_micro_batches(replicas, total));
+  std::vector<std::uint32_t> out;
+  for (const auto count : shares)
+    out.insert(out.end(), p, count);
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::uint32_t> supervisor_actor::equal_shares(std::size_t world) const {
+  const auto p = ctx_->spec.job.pipeline_stages();
+  const auto split = training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(world / p));
+  std::vector<std::uint32_t> out;
+  for (const auto count : split)
+    out.insert(out.end(), p, count);
+  out.resize(world, 0);  // ranks short of a whole pipeline (none in a placement) run nothing
+  return out;
+}
+
+double supervisor_actor::stage_blocks(rank_id rank) const {
+  const auto& stages = ctx_->spec.job.stages;
+  if (stages.size() <= 1)
+    return 1.0;
+  return static_cast<double>(stages[rank.value() % stages.size()]);
+}
+
+std::vector<std::uint32_t> supervisor_actor::replica_shares(const std::vector<std::uint32_t>& per_rank) const {
+  const auto p = ctx_->spec.job.pipeline_stages();
+  if (p <= 1)
+    return per_rank;
+  std::vector<std::uint32_t> out;
+  for (std::size_t r = 0; r + p <= per_rank.size(); r += p)
+    out.push_back(per_rank[r]);
+  return out;
+}
 
 void supervisor_actor::measure_speed(const progress_report& p) {
   if (work_ns(p) <= 0 || p.rank.value() >= shares_.size())
@@ -46,7 +91,10 @@ void supervisor_actor::score_straggler(const progress_report& p) {
     return;
   if (unscored_until_ && ctx_->time->now() < *unscored_until_)
     return;
-  stragglers_.add(p.rank, std::chrono::nanoseconds{work_ns(p) / shares_[p.rank.value()]},
+  // Per micro-batch, and per block of the rank's pipeline stage: stages of more blocks are not
+  // stragglers for it (the embedding and the head are counted with no block of their own).
+  const double per_block = static_cast<double>(work_ns(p)) / shares_[p.rank.value()] / stage_blocks(p.rank);
+  stragglers_.add(p.rank, std::chrono::nanoseconds{static_cast<std::int64_t>(per_block)},
                   ctx_->time->now().time_since_epoch());
 }
 
@@ -114,17 +162,20 @@ void supervisor_actor::act_on_straggler(rank_id rank, std::optional<node_id> nod
 expected<std::vector<std::uint32_t>> supervisor_actor::plan_shares(const std::vector<rank_slot>& placement,
                                                                    const std::string& how) const {
   const auto total = micro_batches_of(ctx_->spec);
+  const auto p = ctx_->spec.job.pipeline_stages();
   if (how == "equal")
-    return training::equal_split(total, static_cast<int>(placement.size()));
+    return equal_shares(placement.size());
+  // A rank's configured rate: its node's speed over its stage's blocks.
   const auto configured = [&](const rank_slot& s) {
-    return s.node.value() < ctx_->spec.nodes.size() ? ctx_->spec.nodes[s.node.value()].speed : 1.0;
+    return (s.node.value() < ctx_->spec.nodes.size() ? ctx_->spec.nodes[s.node.value()].speed : 1.0) /
+           stage_blocks(s.rank);
   };
   std::vector<double> speeds;
   speeds.reserve(placement.size());
   if (how == "speeds") {
     for (const auto& s : placement)
       speeds.push_back(configured(s));
-    return planner::share_micro_batches(speeds, total);
+    return share_over_replicas(speeds, p, total);
   }
   if (how != "measured")
     return status{errc::invalid_argument, "'" + how + "' is not a way to share micro-batches: use equal, speeds or measured"};
@@ -140,7 +191,7 @@ expected<std::vector<std::uint32_t>> supervisor_actor::plan_shares(const std::ve
     const auto it = slot_speed_.find({s.node.value(), s.local_index});
     speeds.push_back(it != slot_speed_.end() ? it->second : median * configured(s));
   }
-  return planner::share_micro_batches(speeds, total);
+  return share_over_replicas(speeds, p, total);
 }
 
 std::string supervisor_actor::describe_shares(const std::vector<std::uint32_t>& shares,
@@ -149,7 +200,7 @@ std::string supervisor_actor::describe_shares(const std::vector<std::uint32_t>& 
   for (std::size_t i = 0; i < shares.size(); ++i)
     out += (i ? ", " : "") + std::to_string(shares[i]);
   // With every slot measured: the step's compute time these shares predict against equal shares.
-  const auto equal = training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(placement.size()));
+  const auto equal = equal_shares(placement.size());
   double with = 0, without = 0;
   for (std::size_t i = 0; i < placement.size() && i < shares.size(); ++i) {
     const auto it = slot_speed_.find({placement[i].node.value(), placement[i].local_index});
@@ -177,10 +228,10 @@ std::vector<std::uint32_t> supervisor_actor::shares_for_epoch(const std::vector<
   } else if (auto by_config = plan_shares(placement, "speeds"); by_config && ctx_->spec.job.balance == "measured") {
     next = std::move(*by_config);  // nothing measured yet: the configured speeds
   } else {
-    next = training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(placement.size()));
+    next = equal_shares(placement.size());
   }
   if (next != shares_) {
-    if (!shares_.empty() || next != training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(placement.size())))
+    if (!shares_.empty() || next != equal_shares(placement.size()))
       event("shares", "micro-batches per rank: " + describe_shares(next, placement) +
                           (operator_shares_ ? " (rebalanced by an operator)" : " (job.balance = " + ctx_->spec.job.balance + ")"));
     shares_ = next;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -154,23 +155,32 @@ class table_reader {
     return n->as_string()->get();
   }
 
-  /// An array of at most `max_count` strings of 1 to `max_length` bytes; each bad element is
-  /// reported at its own place ("job.command[2]").
-  std::vector<std::string> strings(std::string_view key, std::size_t max_count, std::size_t max_length) {
-    std::vector<std::string> out;
+  /// The array at `key` when it is one of at most `max_count` elements; else reports what it is
+  /// (`what`: "an array of strings") and returns null, as when the key is absent.
+  const toml::array* array(std::string_view key, std::size_t max_count, const char* what) {
     const auto* n = get(key);
     if (n == nullptr)
-      return out;
+      return nullptr;
     const auto* list = n->as_array();
     if (list == nullptr) {
-      type_error(key, *n, "an array of strings");
-      return out;
+      type_error(key, *n, what);
+      return nullptr;
     }
     if (list->size() > max_count) {
       error(key, "holds " + std::to_string(list->size()) + " elements, at most " + std::to_string(max_count) +
                      " are allowed");
-      return out;
+      return nullptr;
     }
+    return list;
+  }
+
+  /// An array of at most `max_count` strings of 1 to `max_length` bytes; each bad element is
+  /// reported at its own place ("job.command[2]").
+  std::vector<std::string> strings(std::string_view key, std::size_t max_count, std::size_t max_length) {
+    std::vector<std::string> out;
+    const auto* list = array(key, max_count, "an array of strings");
+    if (list == nullptr)
+      return out;
     for (std::size_t i = 0; i < list->size(); ++i) {
       const auto* e = list->get(i);
       const std::string efield = field(key) + "[" + std::to_string(i) + "]";
@@ -186,6 +196,31 @@ class table_reader {
         continue;
       }
       out.push_back(text);
+    }
+    return out;
+  }
+
+  /// An array of at most `max_count` integers in [min, max]; each bad element is reported at its
+  /// own place ("job.stages[1]").
+  std::vector<std::uint32_t> integers(std::string_view key, std::size_t max_count, std::uint32_t min, std::uint32_t max) {
+    std::vector<std::uint32_t> out;
+    const auto* list = array(key, max_count, "an array of integers");
+    if (list == nullptr)
+      return out;
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const auto* e = list->get(i);
+      const std::string efield = field(key) + "[" + std::to_string(i) + "]";
+      if (!e->is_integer()) {
+        ctx_.error(e->source(), efield, "expected an integer, got " + std::string{type_name(e->type())});
+        continue;
+      }
+      const auto v = e->as_integer()->get();
+      if (v < min || v > max) {
+        ctx_.error(e->source(), efield,
+                   "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " + std::to_string(v));
+        continue;
+      }
+      out.push_back(static_cast<std::uint32_t>(v));
     }
     return out;
   }
@@ -488,7 +523,12 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
   const auto env = r.strings("env", 1024, 4096);
   j.master_port = r.integer<std::uint16_t>("master_port", j.master_port, 1024, 65535 - job_spec::master_port_span);
   j.state_bytes = r.size("state_bytes", j.state_bytes, 4096, 1ull << 40);
+  j.stages = r.integers("stages", 256, 1, 256);
   r.finish();
+  if (r.has("stages") && j.stages.empty() && r.get("stages")->as_array() != nullptr && r.get("stages")->as_array()->empty())
+    r.error("stages", "is empty: leave it out for no pipeline, or give each stage's blocks, e.g. [2, 2]");
+  if (!j.stages.empty() && r.has("command"))
+    r.error("stages", "applies only to the built-in model; a job.command's program splits its own model");
   const auto* command_node = r.has("command") ? r.get("command") : nullptr;
   if (command_node != nullptr && command_node->as_array() != nullptr && command_node->as_array()->empty())
     r.error("command", "is empty: give the program and its arguments, e.g. [\"python3\", \"train.py\"]");
@@ -756,12 +796,25 @@ void check_cluster(context& ctx, const toml::table& root, spec& s) {
   if (s.world_size() == 0)
     ctx.error(detail::file_start(), "nodes", "no ranks: every node is a spare; make at least one node a worker node");
   const std::uint32_t micro_batches = s.job.global_batch / s.job.micro_batch;
-  if (s.world_size() > 0 && micro_batches < s.world_size()) {
-    table_reader job{ctx, detail::sub_table(ctx, root, "job", "job"), "job", "job", detail::file_start()};
+  table_reader job{ctx, detail::sub_table(ctx, root, "job", "job"), "job", "job", detail::file_start()};
+  const auto stages = static_cast<std::uint32_t>(std::max<std::size_t>(s.job.stages.size(), 1));
+  if (s.job.stages.size() > 1 || (s.job.stages.size() == 1 && s.job.stages[0] != s.model.layers)) {
+    const auto blocks = std::accumulate(s.job.stages.begin(), s.job.stages.end(), std::uint64_t{0});
+    if (blocks != s.model.layers)
+      job.error("stages", "the stages hold " + std::to_string(blocks) + " blocks, model.layers is " +
+                              std::to_string(s.model.layers) + "; each block belongs to exactly one stage");
+    else if (s.world_size() > 0 && s.world_size() % stages != 0)
+      job.error("stages", std::to_string(stages) + " stages need a world that is a multiple of " +
+                              std::to_string(stages) + " (each data-parallel replica is one rank per stage), the "
+                              "nodes run " + std::to_string(s.world_size()) + " ranks");
+  }
+  const std::uint32_t replicas = s.world_size() / stages;
+  if (s.world_size() > 0 && replicas > 0 && micro_batches < replicas) {
     job.error("global_batch", "global_batch " + std::to_string(s.job.global_batch) + " in micro-batches of " +
                                   std::to_string(s.job.micro_batch) + " gives " + std::to_string(micro_batches) +
-                                  " micro-batches per step, fewer than the " + std::to_string(s.world_size()) +
-                                  " ranks; raise job.global_batch or lower job.micro_batch");
+                                  " micro-batches per step, fewer than the " + std::to_string(replicas) +
+                                  (stages > 1 ? " data-parallel replicas" : " ranks") +
+                                  "; raise job.global_batch or lower job.micro_batch");
   }
 }
 
@@ -916,6 +969,12 @@ std::string to_toml(const spec& s) {
     << "data = " << quote(s.job.data_file ? s.job.data_file->string() : s.job.data) << "\n"
     << "balance = " << quote(s.job.balance) << "\n"
     << "master_port = " << s.job.master_port << "\n";
+  if (!s.job.stages.empty()) {
+    o << "stages = [";
+    for (std::size_t i = 0; i < s.job.stages.size(); ++i)
+      o << (i ? ", " : "") << s.job.stages[i];
+    o << "]\n";
+  }
   if (s.job.external()) {
     const auto list = [&](const std::vector<std::string>& items) {
       std::string out = "[";

@@ -112,6 +112,14 @@ struct job_spec {
   /// The largest snapshot one rank of `command` takes through the worker API (api/rekindle.h):
   /// each local rank's shared-memory slot holds two of this size. Default: 256 MiB.
   std::uint64_t state_bytes = 256ull << 20;
+  /// Pipeline stages of the built-in model: the blocks of each stage, in order, adding up to
+  /// model.layers. With p stages each data-parallel replica is p consecutive ranks (rank r runs
+  /// stage r mod p) and the world must be a multiple of p. Default: empty, no pipeline.
+  std::vector<std::uint32_t> stages;
+  /// Pipeline stages in force: stages.size(), or 1 without a pipeline.
+  [[nodiscard]] std::uint32_t pipeline_stages() const noexcept {
+    return stages.empty() ? 1 : static_cast<std::uint32_t>(stages.size());
+  }
 
   /// Whether the ranks run the user's `command` (level 0) rather than the built-in worker.
   [[nodiscard]] bool external() const noexcept { return !command.empty(); }

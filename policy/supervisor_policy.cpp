@@ -44,6 +44,7 @@ policy_config policy_config_of(const config::spec& s) {
   c.backoff = s.recovery.backoff;
   c.backoff_max = s.recovery.backoff_max;
   c.reports_progress = !s.job.external();
+  c.world_multiple = s.job.pipeline_stages();
   c.preflight = s.checks.preflight;
   c.screen = {s.checks.min_compute, s.checks.min_memory, s.checks.min_disk, s.checks.min_gpu, s.checks.gpu_gflops};
   return c;
@@ -430,7 +431,7 @@ supervisor_policy::placement_change supervisor_policy::placement_without(node_id
                               " move to spare " + config_.nodes[spare->value()].name,
                           {}, n};
   } else {
-    // No spare: the world shrinks, the other ranks numbered from 0 again.
+    // No spare: the world shrinks, the other ranks numbered from 0 again, to whole pipelines.
     std::uint32_t next = 0;
     for (auto s : placement) {
       if (s.node == n)
@@ -438,9 +439,16 @@ supervisor_policy::placement_change supervisor_policy::placement_without(node_id
       s.rank = rank_id{next++};
       out.placement.push_back(s);
     }
+    const auto m = std::max<std::uint32_t>(config_.world_multiple, 1);
+    const auto whole = out.placement.size() / m * m;
+    const auto idle = out.placement.size() - whole;
+    out.placement.resize(whole);
     out.note = note_event{"world_shrinks",
                           "no spare: the world shrinks from " + std::to_string(placement.size()) + " to " +
-                              std::to_string(out.placement.size()) + " ranks; the global batch stays",
+                              std::to_string(out.placement.size()) + " ranks; the global batch stays" +
+                              (idle > 0 ? "; " + std::to_string(idle) + " rank(s) idle, short of a whole pipeline of " +
+                                              std::to_string(m) + " stages"
+                                        : ""),
                           {}, n};
   }
   return out;
@@ -888,6 +896,14 @@ std::vector<policy_action> supervisor_policy::scale(std::uint32_t new_world) {
   std::vector<policy_action> out;
   if (!active(state_) || new_world == world())
     return out;
+  if (config_.world_multiple > 1 && new_world % config_.world_multiple != 0) {
+    out.push_back(note_event{"scale_refused",
+                             "cannot scale to " + std::to_string(new_world) + " ranks: pipelines of " +
+                                 std::to_string(config_.world_multiple) + " stages need a multiple of " +
+                                 std::to_string(config_.world_multiple),
+                             {}, {}});
+    return out;
+  }
   std::uint32_t widest = 1;
   for (const auto& n : config_.nodes)
     widest = std::max(widest, n.ranks);

@@ -36,6 +36,9 @@ struct policy_config {
   bool buddy_across_domains = true;
   /// Optimizer steps of the job.
   std::uint64_t total_steps = 0;
+  /// The world is a whole number of these ranks (a pipeline's stages): a world that shrinks
+  /// leaves the ranks past the last whole multiple idle, and scale refuses other sizes.
+  std::uint32_t world_multiple = 1;
   /// Steps between in-memory snapshots.
   std::uint64_t snapshot_every = 1;
   std::chrono::nanoseconds hang_timeout = std::chrono::seconds{10};

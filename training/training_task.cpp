@@ -147,7 +147,7 @@ class data_parallel_task final : public training_task {
   std::span<const std::uint32_t> micro_batches() const noexcept override { return counts_; }
 
   status init(const config::spec& spec, const task_options& options) {
-    RK_RETURN_IF_ERROR(set_stages(options.stage_layers));
+    RK_RETURN_IF_ERROR(set_stages(options.stage_layers.empty() ? spec.job.stages : options.stage_layers));
     RK_RETURN_IF_ERROR(set_micro_batches(options.micro_batches_per_rank));
     flush_subnormals_ = options.flush_subnormals;
 

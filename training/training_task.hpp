@@ -57,9 +57,10 @@ struct task_options {
   /// an equal split with the remainder on the lowest replicas.
   std::vector<std::uint32_t> micro_batches_per_rank;
   /// Pipeline stages: the blocks of each stage, in order (at least 1 each, adding up to the
-  /// model's layers). Empty or one entry: no pipeline. With p stages the world holds world / p
-  /// replicas (world a multiple of p) and rank r runs stage r % p of replica r / p, so a replica's
-  /// stages are consecutive ranks. Every rank must be given the same list.
+  /// model's layers); one entry: no pipeline. With p stages the world holds world / p replicas
+  /// (world a multiple of p) and rank r runs stage r % p of replica r / p, so a replica's stages
+  /// are consecutive ranks. Every rank must be given the same list. Default: empty, the job's
+  /// (job.stages).
   std::vector<std::uint32_t> stage_layers;
   /// Fill the parameters with the seed's initialisation. A task that will import a state before
   /// its first step can skip it (the parameters start at zero): it is most of a large model's

@@ -307,6 +307,42 @@ TEST(config, cross_field_rules) {
   EXPECT_EQ(parse_in(dir, std::string{two_nodes} + "\n[job]\nbalance = \"measured\"\n").value->job.balance, "measured");
 }
 
+TEST(config, pipeline_stages_cover_the_model_and_divide_the_world) {
+  temp_dir dir;
+  auto ok = parse_in(dir, std::string{two_nodes} + "\n[job]\nstages = [1, 3]\n");
+  ASSERT_TRUE(ok.ok()) << ok.error_text();
+  EXPECT_EQ(ok.value->job.stages, (std::vector<std::uint32_t>{1, 3}));
+  EXPECT_EQ(ok.value->job.pipeline_stages(), 2u);
+  EXPECT_NE(to_toml(*ok.value).find("stages = [1, 3]"), std::string::npos);
+  EXPECT_EQ(parse_in(dir, two_nodes).value->job.pipeline_stages(), 1u) << "no stages: no pipeline";
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nstages = [1, 2]\n"));
+  EXPECT_EQ(e.field, "job.stages");
+  EXPECT_NE(e.message.find("the stages hold 3 blocks, model.layers is 4"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nstages = [1, 1, 2]\n"));
+  EXPECT_EQ(e.field, "job.stages");
+  EXPECT_NE(e.message.find("3 stages need a world that is a multiple of 3"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("the nodes run 2 ranks"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nstages = [0, 4]\n"));
+  EXPECT_EQ(e.field, "job.stages[0]");
+  EXPECT_NE(e.message.find("must be between 1 and 256, got 0"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nstages = 2\n"));
+  EXPECT_EQ(e.field, "job.stages");
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nstages = []\n"));
+  EXPECT_NE(e.message.find("is empty"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\ncommand = [\"sh\"]\nstages = [2, 2]\n"));
+  EXPECT_EQ(e.field, "job.stages");
+  EXPECT_NE(e.message.find("applies only to the built-in model"), std::string::npos) << e.message;
+  // 16 ranks in pipelines of 2 stages are 8 replicas: 8 micro-batches a step are enough, 4 are not.
+  const auto sixteen = [](int global_batch) {
+    return "[cluster]\nranks_per_node = 8\n" + std::string{two_nodes} + "\n[job]\nglobal_batch = " +
+           std::to_string(global_batch) + "\nmicro_batch = 1\nstages = [2, 2]\n";
+  };
+  EXPECT_TRUE(parse_in(dir, sixteen(8)).ok());
+  e = only_error(parse_in(dir, sixteen(4)));
+  EXPECT_EQ(e.field, "job.global_batch");
+  EXPECT_NE(e.message.find("fewer than the 8 data-parallel replicas"), std::string::npos) << e.message;
+}
+
 TEST(config, bad_duration_and_size_strings) {
   temp_dir dir;
   auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeouts]\nhang = \"10 minutes\"\n"));
@@ -430,6 +466,7 @@ TEST(config, effective_config_round_trips) {
   auto r = parse_in(dir, "[cluster]\nranks_per_node = 2\n[[nodes]]\nname = \"a\"\nport = 7001\n"
                          "[[nodes]]\nname = \"b\"\ndevices = [\"cpu\", \"cuda:1\"]\nspeed = 0.5\ndomain = \"rack1\"\n"
                          "[[nodes]]\nname = \"s\"\nspare = true\n"
+                         "[job]\nstages = [3, 1]\n"
                          "[optimizer]\nlearning_rate = 1e-3\n[timeouts]\nhang = \"90s\"\n"
                          "[security]\ntoken_file = \"admin.token\"\n[transport]\nchunk_size = 65536\n");
   ASSERT_TRUE(r.ok()) << r.error_text();

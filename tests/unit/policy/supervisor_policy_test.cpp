@@ -208,6 +208,29 @@ TEST(supervisor_policy, without_a_spare_the_world_shrinks_and_restores_the_old_w
   EXPECT_EQ(start[0].restore_world, 2u);
 }
 
+TEST(supervisor_policy, with_pipelines_the_world_shrinks_and_scales_in_whole_pipelines) {
+  fake_clock clock;
+  auto config = testing::small_cluster(3, false);  // 6 ranks: 2 pipelines of 3 stages
+  config.world_multiple = 3;
+  supervisor_policy p{config, clock};
+  (void)start_job(p, 3);
+  auto refused = all_of<note_event>(p.scale(4));
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].kind, "scale_refused");
+  EXPECT_NE(refused[0].detail.find("pipelines of 3 stages need a multiple of 3"), std::string::npos) << refused[0].detail;
+  EXPECT_EQ(p.world(), 6u);
+  snapshot_all(p, 10);
+  auto notes = all_of<note_event>(p.on_node_lost(node_id{1}, "gone"));
+  const auto shrink = std::find_if(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "world_shrinks"; });
+  ASSERT_NE(shrink, notes.end());
+  EXPECT_NE(shrink->detail.find("from 6 to 3 ranks"), std::string::npos) << shrink->detail;
+  EXPECT_NE(shrink->detail.find("1 rank(s) idle, short of a whole pipeline of 3 stages"), std::string::npos)
+      << shrink->detail;
+  EXPECT_EQ(p.world(), 3u);
+  for (const auto& s : p.placement())
+    EXPECT_NE(s.node, node_id{1});
+}
+
 TEST(supervisor_policy, no_surviving_snapshot_restarts_from_step_zero_and_says_so) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};

@@ -1,0 +1,73 @@
+// Pipeline stages on a real cluster (job.stages): two replicas of a two-stage pipeline, one per
+// node, activations between the stages over the ranks' point-to-point sends. A killed rank of the
+// second stage restarts in place and the job ends with the failure-free run's loss to the bit; a
+// lost node without a spare leaves one whole pipeline, which trains to the end.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cmath>
+
+#include "tests/support/cluster.hpp"
+#include "tests/support/values.hpp"
+
+namespace rekindle {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint64_t steps = 400;
+
+testing::cluster_options pipeline_options() {
+  // The embedded tiny model has 2 blocks: stages of one block each; ranks 0-1 on n0 are replica 0,
+  // ranks 2-3 on n1 replica 1.
+  return testing::cluster_options{.steps = steps, .job_extra = "stages = [1, 1]\n"};
+}
+
+nlohmann::json run_to_the_end(const testing::cluster_options& o) {
+  testing::local_cluster c{o};
+  c.start_all();
+  auto report = c.wait_done(240s);
+  EXPECT_FALSE(report.is_null()) << c.log("n0");
+  EXPECT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  return report;
+}
+
+TEST(pipeline, two_stage_pipelines_train_like_data_parallelism_and_a_killed_stage_restarts_with_the_same_loss) {
+  const auto reference = run_to_the_end(pipeline_options());
+  ASSERT_FALSE(HasFailure());
+  const double loss = testing::final_loss(reference);
+  // The same job without stages: the same training up to rounding (the sums run in another order).
+  const auto plain = run_to_the_end(testing::cluster_options{.steps = steps});
+  ASSERT_FALSE(HasFailure());
+  EXPECT_NEAR(loss, testing::final_loss(plain), 1e-3 * std::fabs(testing::final_loss(plain)));
+
+  testing::local_cluster c{pipeline_options()};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  const int pid = c.rank_pid(1);  // the last stage of replica 0
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  ASSERT_GE(report["recoveries"].size(), 1u) << report.dump(2);
+  EXPECT_EQ(report["recoveries"][0]["rank"], 1);
+  EXPECT_EQ(report["recoveries"][0]["node"], "n0") << "restarted in place";
+  EXPECT_EQ(testing::bits(testing::final_loss(report)), testing::bits(loss)) << c.log("n0");
+}
+
+TEST(pipeline, a_lost_node_without_a_spare_leaves_one_whole_pipeline_that_trains_to_the_end) {
+  testing::local_cluster c{pipeline_options()};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  c.signal_node("n1", SIGKILL);
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  EXPECT_EQ(report["world"], 2) << "one pipeline of two stages";
+  EXPECT_EQ(report["step"], steps);
+}
+
+}  // namespace
+}  // namespace rekindle
