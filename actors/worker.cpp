@@ -188,23 +188,23 @@ void worker_runtime::train(const start_training& start) {
     if (session_.interrupted())
       return;
     const auto step_start = previous_end.value_or(clock_type::now());
+    // A slowed rank (fault drill) computes `factor` times longer, as on a slower device: each of
+    // its passes (the task sleeps after it, so a pipeline's stages overlap as on such a device);
+    // its collectives are not slowed, and fewer micro-batches make it faster.
+    const double factor = session_.slow_factor;
+    task->set_slowdown(factor);
     auto r = task->step();
     if (!r) {
       if (!session_.interrupted() && !comm->aborted())
         session_.to_agent(rank_trouble{a.epoch, a.rank, ctx_.node, false, r.error().message()});
       return;
     }
-    // A slowed rank (fault drill) computes `factor` times longer, as on a slower device: its
-    // collectives are not slowed, and fewer micro-batches make it faster.
-    auto compute_ns = r->timings.compute.count();
+    // The slow drill's sleeps are in the compute's wall time; its CPU time counts them too, as
+    // the slower device's work.
+    const auto compute_ns = r->timings.compute.count();
     auto compute_cpu_ns = r->timings.compute_cpu.count();
-    if (const double factor = session_.slow_factor; factor > 1.0) {
-      const auto extra = static_cast<std::int64_t>(static_cast<double>(compute_ns) * (factor - 1.0));
-      std::this_thread::sleep_for(std::chrono::nanoseconds{extra});
-      compute_ns += extra;
-      if (compute_cpu_ns > 0)
-        compute_cpu_ns += static_cast<std::int64_t>(static_cast<double>(compute_cpu_ns) * (factor - 1.0));
-    }
+    if (factor > 1.0 && compute_cpu_ns > 0)
+      compute_cpu_ns += static_cast<std::int64_t>(static_cast<double>(compute_cpu_ns) * (factor - 1.0));
     const auto step_end = clock_type::now();
     const auto period_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(step_end - step_start).count();
     if (!previous_end)

@@ -8,6 +8,7 @@
 #include <optional>
 #include <tuple>
 #include <string>
+#include <thread>
 
 #include "common/checksum.hpp"
 #include "common/clock.hpp"
@@ -97,6 +98,19 @@ class data_parallel_task final : public training_task {
   }
 
   std::uint32_t pipeline_stages() const noexcept override { return stages_; }
+  void set_slowdown(double factor) noexcept override { slowdown_ = std::max(factor, 1.0); }
+
+  // Runs one forward or backward pass (`pass` returns its status or value), then, under the slow
+  // drill, sleeps (factor − 1) times as long as it took.
+  template <class Pass>
+  auto slowed(Pass&& pass) {
+    if (slowdown_ <= 1.0)
+      return pass();
+    const auto t = steady::now();
+    auto result = pass();
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>((steady::now() - t) * (slowdown_ - 1.0)));
+    return result;
+  }
   std::uint32_t stage() const noexcept override { return static_cast<std::uint32_t>(rank_) % stages_; }
 
   // Checks and takes the stage split (before set_micro_batches).
@@ -221,7 +235,8 @@ class data_parallel_task final : public training_task {
     if (stages_ == 1) {
       for (std::uint32_t i = first_micro_; i < first_micro_ + my_micro_; ++i) {
         fill(i);
-        RK_ASSIGN_OR_RETURN(const double loss, backend_->forward_backward(params_, grads_, tokens_, targets_, 1.0f));
+        RK_ASSIGN_OR_RETURN(const double loss,
+                            slowed([&] { return backend_->forward_backward(params_, grads_, tokens_, targets_, 1.0f); }));
         loss_sum += loss;
       }
     } else {
@@ -322,12 +337,14 @@ class data_parallel_task final : public training_task {
       if (!first)
         RK_RETURN_IF_ERROR(p2p([&] { return comm_->recv(act_in_.data(), bytes, rank_ - 1); },
                                "activations from the previous stage", micro));
-      RK_ASSIGN_OR_RETURN(
-          const double loss,
-          backend_->stage_forward(k % slots, params_, first ? std::span<const std::int32_t>(tokens_) : std::span<const std::int32_t>{},
-                                  last ? std::span<const std::int32_t>(targets_) : std::span<const std::int32_t>{},
-                                  first ? std::span<const float>{} : std::span<const float>(act_in_),
-                                  last ? std::span<float>{} : std::span<float>(act_out_)));
+      RK_ASSIGN_OR_RETURN(const double loss, slowed([&] {
+                            return backend_->stage_forward(
+                                k % slots, params_,
+                                first ? std::span<const std::int32_t>(tokens_) : std::span<const std::int32_t>{},
+                                last ? std::span<const std::int32_t>(targets_) : std::span<const std::int32_t>{},
+                                first ? std::span<const float>{} : std::span<const float>(act_in_),
+                                last ? std::span<float>{} : std::span<float>(act_out_));
+                          }));
       loss_sum += loss;
       if (!last)
         RK_RETURN_IF_ERROR(p2p([&] { return comm_->send(act_out_.data(), bytes, rank_ + 1); },
@@ -339,9 +356,11 @@ class data_parallel_task final : public training_task {
       if (!last)
         RK_RETURN_IF_ERROR(p2p([&] { return comm_->recv(grad_in_.data(), bytes, rank_ + 1); },
                                "gradients from the next stage", micro));
-      RK_RETURN_IF_ERROR(backend_->stage_backward(k % slots, params_, grads_,
-                                                  last ? std::span<const float>{} : std::span<const float>(grad_in_),
-                                                  first ? std::span<float>{} : std::span<float>(grad_out_), 1.0f));
+      RK_RETURN_IF_ERROR(slowed([&] {
+        return backend_->stage_backward(k % slots, params_, grads_,
+                                        last ? std::span<const float>{} : std::span<const float>(grad_in_),
+                                        first ? std::span<float>{} : std::span<float>(grad_out_), 1.0f);
+      }));
       if (!first)
         RK_RETURN_IF_ERROR(p2p([&] { return comm_->send(grad_out_.data(), bytes, rank_ - 1); },
                                "gradients to the previous stage", micro));
@@ -692,6 +711,8 @@ class data_parallel_task final : public training_task {
   /// Set when rebind changed the rank: the optimizer shard is another rank's until an import.
   bool needs_import_ = false;
   bool flush_subnormals_ = true;
+  /// The slow drill's factor (set_slowdown); 1: off.
+  double slowdown_ = 1.0;
   /// The export begin_export started, and its result once waited for.
   std::future<expected<std::uint64_t>> pending_export_;
   std::optional<expected<std::uint64_t>> export_result_;

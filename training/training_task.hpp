@@ -152,6 +152,12 @@ class training_task {
   /// the world must be given the same list. The same list reproduces a step bitwise; another list
   /// gives the same step up to rounding. Errors: invalid_argument, and the task is unchanged.
   [[nodiscard]] virtual status set_micro_batches(std::span<const std::uint32_t> counts) = 0;
+  /// A fault drill (`rekindle slow`): from the next step on, each forward and backward pass takes
+  /// `factor` times as long (the task sleeps (factor − 1) times the pass's duration after it), as
+  /// on a slower device; collectives, point-to-point sends and the optimizer are not slowed. The
+  /// sleep is part of step_timings::compute, not of compute_cpu. 1 (the default) ends it; values
+  /// below 1 count as 1.
+  virtual void set_slowdown(double factor) noexcept = 0;
   /// The micro-batches of every replica in force.
   [[nodiscard]] virtual std::span<const std::uint32_t> micro_batches() const noexcept = 0;
   /// Pipeline stages (1 without a pipeline) and this rank's stage.

@@ -507,8 +507,10 @@ class ring_communicator::impl {
     const std::uint32_t number = sent_to_[static_cast<std::size_t>(peer)]++;
     detail::track(r->record, ucp_tag_send_nbx(ep, r->bytes.data(), bytes, p2p_tag(number, rank_, gen_), &params));
     // A large message moves only while this worker progresses (the receiver asks for it, this side
-    // writes it): a receiver already waiting gets it now, not when this rank next calls in.
-    const auto until = clock_type::now() + 1ms;
+    // writes it): a receiver already waiting gets it now, not when this rank next calls in. One
+    // that is busy gets it once this rank calls in again: the wait is short, not to spend a
+    // pipeline stage's time on a peer that computes.
+    const auto until = clock_type::now() + 200us;
     while (!r->record.done && clock_type::now() < until)
       ucp_worker_progress(worker());
     pending_sends_.push_back(std::move(r));

@@ -786,3 +786,36 @@ TEST(pipeline, a_stage_whose_neighbour_is_gone_fails_its_step_instead_of_hanging
 
 }  // namespace
 }  // namespace rekindle::training
+
+namespace rekindle::training {
+namespace {
+
+// The slow drill sleeps after each pass twice as long as the pass took (factor 3): the step's
+// compute wall time holds at least three times the passes' CPU time, whatever else the machine
+// runs; back at 1 the sleeps stop. The same steps' losses are unchanged by it.
+TEST(slow_drill, a_slowed_task_sleeps_after_each_pass_and_computes_the_same) {
+  const auto spec = tiny_spec();
+  testing::thread_group group(1);
+  std::vector<double> slowed_losses;
+  group.run([&](int, transport::communicator& comm) {
+    auto task = make_training_task(spec, 0, 1, comm, cpu_options());
+    ASSERT_TRUE(task.has_value()) << task.error();
+    (*task)->set_slowdown(3.0);
+    for (int i = 0; i < 2; ++i) {
+      auto r = (*task)->step();
+      ASSERT_TRUE(r.has_value()) << r.error();
+      EXPECT_GE(r->timings.compute.count(), static_cast<std::int64_t>(2.5 * static_cast<double>(r->timings.compute_cpu.count())))
+          << "wall " << r->timings.compute.count() << " ns, CPU " << r->timings.compute_cpu.count() << " ns";
+      slowed_losses.push_back(r->loss);
+    }
+    (*task)->set_slowdown(0.5);  // below 1: off
+    auto r = (*task)->step();
+    ASSERT_TRUE(r.has_value());
+    slowed_losses.push_back(r->loss);
+  });
+  const auto plain = train(spec, {.world = 1, .steps = 3});
+  EXPECT_EQ(slowed_losses, plain[0].losses);
+}
+
+}  // namespace
+}  // namespace rekindle::training
