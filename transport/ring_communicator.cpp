@@ -501,7 +501,10 @@ class ring_communicator::impl {
     const auto* p = static_cast<const std::byte*>(data);
     r->bytes.assign(p, p + bytes);
     ucp_request_param_t params{};
-    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    // Fast local completion: UCX picks a protocol that does not wait for the receiver (not a
+    // rendezvous), so the message travels while this rank computes, without it progressing the
+    // worker; the bytes are our copy anyway.
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_FAST_CMPL;
     params.cb.send = &detail::on_send_done;
     params.user_data = &r->record;
     const std::uint32_t number = sent_to_[static_cast<std::size_t>(peer)]++;
