@@ -80,8 +80,11 @@ struct rank_status_view {
   /// Its straggler score: its median compute per micro-batch over the fleet's (null before its
   /// window is full; docs/RUNTIME.md, "Stragglers").
   std::optional<double> straggler_ratio;
-  /// Its share of a step's micro-batches.
+  /// Its share of a step's micro-batches (with pipeline stages, its replica's).
   std::optional<std::uint32_t> micro_batches;
+  /// Its pipeline stage and replica (job.stages; null without a pipeline).
+  std::optional<std::uint32_t> stage;
+  std::optional<std::uint32_t> replica;
   /// Measured micro-batches per second of compute on its device slot (null before its first step).
   std::optional<double> speed;
   double snapshot_stall_s = 0;
@@ -151,8 +154,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(node_status, name, up, standby_r
                                                 heartbeat_age_s, domain, buddy)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(rank_status_view, rank, node, pid, state, step, step_time_s,
                                                 compute_time_s, compute_cpu_time_s, communication_time_s,
-                                                data_time_s, straggler_ratio, micro_batches, speed, snapshot_stall_s, last_snapshot,
-                                                restarts)
+                                                data_time_s, straggler_ratio, micro_batches, stage, replica, speed, snapshot_stall_s,
+                                                last_snapshot, restarts)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(recovery_status, epoch, cause, failed_at_step, restored_step,
                                                 steps_lost, source, done, detect_s, respawn_s, rendezvous_s,
                                                 restore_s, first_step_s, between_s, total_s, detected_at_ns, first_step_at_ns, injected_at_ns,

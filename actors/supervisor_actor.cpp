@@ -622,6 +622,10 @@ job_status supervisor_actor::make_status(bool full) const {
     v.straggler_ratio = stragglers_.ratio(r);
     if (r.value() < shares_.size())
       v.micro_batches = shares_[r.value()];
+    if (const auto p = ctx_->spec.job.pipeline_stages(); p > 1) {
+      v.stage = r.value() % p;
+      v.replica = r.value() / p;
+    }
     if (const auto it = slot_speed_.find({s.node, s.local_index}); it != slot_speed_.end())
       v.speed = it->second;
     v.snapshot_stall_s = seconds(s.snapshot_ns);

@@ -225,10 +225,15 @@ void print_ranks(const actors::job_status& j) {
   // Of the last step: its time, split into compute, collectives and filling batches; score: its
   // straggler ratio; micro-batches: the rank's share of a step; speed: its measured micro-batches
   // per second of compute.
-  std::cout << "rank  node  state       step    step-time  compute  comm     data     score  micro-batches  speed    "
+  // With pipeline stages: each rank's replica and stage ("1/0": replica 1, stage 0).
+  const bool stages = std::any_of(j.ranks.begin(), j.ranks.end(), [](const actors::rank_status_view& r) { return r.stage.has_value(); });
+  std::cout << "rank  node  " << (stages ? "replica/stage  " : "")
+            << "state       step    step-time  compute  comm     data     score  micro-batches  speed    "
                "restarts  last-snapshot\n";
   for (const auto& r : j.ranks)
-    std::cout << pad(std::to_string(r.rank), 6) << pad(r.node, 6) << pad(r.state, 12) << pad(std::to_string(r.step), 8)
+    std::cout << pad(std::to_string(r.rank), 6) << pad(r.node, 6)
+              << (stages ? pad(r.stage && r.replica ? std::to_string(*r.replica) + "/" + std::to_string(*r.stage) : "-", 15) : "")
+              << pad(r.state, 12) << pad(std::to_string(r.step), 8)
               << pad(ms_text(r.step_time_s), 11) << pad(ms_text(r.compute_time_s), 9)
               << pad(ms_text(r.communication_time_s), 9) << pad(ms_text(r.data_time_s), 9)
               << pad(r.straggler_ratio ? fixed(*r.straggler_ratio, 2) + "x" : "-", 7)

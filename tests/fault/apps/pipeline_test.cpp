@@ -45,6 +45,16 @@ TEST(pipeline, two_stage_pipelines_train_like_data_parallelism_and_a_killed_stag
   testing::local_cluster c{pipeline_options()};
   c.start_all();
   ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  // Each rank's replica and stage, in the status and in the shell's table.
+  const auto s = c.status();
+  ASSERT_EQ(s["ranks"].size(), 4u) << s.dump(2);
+  for (unsigned r = 0; r < 4; ++r) {
+    EXPECT_EQ(s["ranks"][r]["stage"], r % 2) << s.dump(2);
+    EXPECT_EQ(s["ranks"][r]["replica"], r / 2) << s.dump(2);
+  }
+  const auto ranks = c.admin({"ranks"});
+  EXPECT_NE(ranks.out.find("replica/stage"), std::string::npos) << ranks.out;
+  EXPECT_NE(ranks.out.find("1/1"), std::string::npos) << ranks.out;
   const int pid = c.rank_pid(1);  // the last stage of replica 0
   ASSERT_GT(pid, 0);
   ASSERT_EQ(kill(pid, SIGKILL), 0);
