@@ -98,7 +98,10 @@ class data_parallel_task final : public training_task {
   }
 
   std::uint32_t pipeline_stages() const noexcept override { return stages_; }
-  void set_slowdown(double factor) noexcept override { slowdown_ = std::max(factor, 1.0); }
+  void set_slowdown(double factor) noexcept override {
+    slowdown_ = factor > 1.0 ? std::min(factor, max_slowdown) : 1.0;  // NaN: off
+  }
+  static constexpr double max_slowdown = 1000.0;
 
   // Runs one forward or backward pass (`pass` returns its status or value), then, under the slow
   // drill, sleeps (factor − 1) times as long as it took.

@@ -156,7 +156,7 @@ class training_task {
   /// `factor` times as long (the task sleeps (factor − 1) times the pass's duration after it), as
   /// on a slower device; collectives, point-to-point sends and the optimizer are not slowed. The
   /// sleep is part of step_timings::compute, not of compute_cpu. 1 (the default) ends it; values
-  /// below 1 count as 1.
+  /// below 1 (and NaN) count as 1, values above 1000 as 1000.
   virtual void set_slowdown(double factor) noexcept = 0;
   /// The micro-batches of every replica in force.
   [[nodiscard]] virtual std::span<const std::uint32_t> micro_batches() const noexcept = 0;
