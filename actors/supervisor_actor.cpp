@@ -623,8 +623,9 @@ job_status supervisor_actor::make_status(bool full) const {
     if (r.value() < shares_.size())
       v.micro_batches = shares_[r.value()];
     if (const auto p = ctx_->spec.job.pipeline_stages(); p > 1) {
-      v.stage = r.value() % p;
-      v.replica = r.value() / p;
+      const auto at = config::position_in_pipeline(r.value(), p);
+      v.stage = at.stage;
+      v.replica = at.replica;
     }
     if (const auto it = slot_speed_.find({s.node, s.local_index}); it != slot_speed_.end())
       v.speed = it->second;

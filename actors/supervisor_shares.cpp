@@ -27,6 +27,14 @@ std::uint32_t micro_batches_of(const config::spec& spec) { return spec.job.globa
 // being slow), else the wall time.
 std::int64_t work_ns(const progress_report& p) { return p.compute_cpu_ns > 0 ? p.compute_cpu_ns : p.compute_ns; }
 
+// Each replica's count given to every one of its `p` stages (consecutive ranks).
+std::vector<std::uint32_t> to_every_stage(const std::vector<std::uint32_t>& per_replica, std::uint32_t p) {
+  std::vector<std::uint32_t> out;
+  for (const auto count : per_replica)
+    out.insert(out.end(), p, count);
+  return out;
+}
+
 // With pipeline stages (job.stages) every stage of a replica runs the replica's micro-batches, and a
 // replica runs at its slowest stage's rate: shares are planned per replica from the lowest rate of
 // its ranks and given to each of them. Rates are per rank; p = 1 plans per rank.
@@ -39,29 +47,23 @@ expected<std::vector<std::uint32_t>> share_over_replicas(const std::vector<doubl
     replicas.push_back(*std::min_element(rates.begin() + static_cast<std::ptrdiff_t>(r),
                                          rates.begin() + static_cast<std::ptrdiff_t>(r + p)));
   RK_ASSIGN_OR_RETURN(auto shares, planner::share_micro_batches(replicas, total));
-  std::vector<std::uint32_t> out;
-  for (const auto count : shares)
-    out.insert(out.end(), p, count);
-  return out;
+  return to_every_stage(shares, p);
 }
 
 }  // namespace
 
 std::vector<std::uint32_t> supervisor_actor::equal_shares(std::size_t world) const {
   const auto p = ctx_->spec.job.pipeline_stages();
-  const auto split = training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(world / p));
-  std::vector<std::uint32_t> out;
-  for (const auto count : split)
-    out.insert(out.end(), p, count);
+  auto out = to_every_stage(training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(world / p)), p);
   out.resize(world, 0);  // ranks short of a whole pipeline (none in a placement) run nothing
   return out;
 }
 
 double supervisor_actor::stage_blocks(rank_id rank) const {
-  const auto& stages = ctx_->spec.job.stages;
-  if (stages.size() <= 1)
+  const auto& job = ctx_->spec.job;
+  if (job.pipeline_stages() <= 1)
     return 1.0;
-  return static_cast<double>(stages[rank.value() % stages.size()]);
+  return static_cast<double>(job.stages[config::position_in_pipeline(rank.value(), job.pipeline_stages()).stage]);
 }
 
 std::vector<std::uint32_t> supervisor_actor::replica_shares(const std::vector<std::uint32_t>& per_rank) const {

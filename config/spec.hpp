@@ -72,6 +72,17 @@ struct cluster_spec {
   bool operator==(const cluster_spec&) const = default;
 };
 
+/// Where a rank sits in pipelines of `stages` stages: a replica's stages are consecutive ranks, so
+/// rank r runs stage r mod stages of replica r / stages (stages = 1: every rank a replica). The
+/// one rule the training task, the supervisor and the policy share.
+struct pipeline_position {
+  std::uint32_t replica = 0;
+  std::uint32_t stage = 0;
+};
+[[nodiscard]] constexpr pipeline_position position_in_pipeline(std::uint32_t rank, std::uint32_t stages) noexcept {
+  return stages <= 1 ? pipeline_position{rank, 0} : pipeline_position{rank / stages, rank % stages};
+}
+
 struct job_spec {
   /// Job name. Default: "train".
   std::string name = "train";

@@ -114,7 +114,10 @@ class data_parallel_task final : public training_task {
     std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::nanoseconds>((steady::now() - t) * (slowdown_ - 1.0)));
     return result;
   }
-  std::uint32_t stage() const noexcept override { return static_cast<std::uint32_t>(rank_) % stages_; }
+  std::uint32_t stage() const noexcept override { return position().stage; }
+  config::pipeline_position position() const noexcept {
+    return config::position_in_pipeline(static_cast<std::uint32_t>(rank_), stages_);
+  }
 
   // Checks and takes the stage split (before set_micro_batches).
   status set_stages(const std::vector<std::uint32_t>& layers) {
@@ -155,9 +158,8 @@ class data_parallel_task final : public training_task {
 
   // The rank's replica, micro-batches and optimizer shard.
   void place_rank() {
-    const auto replica = static_cast<std::size_t>(rank_) / stages_;
-    first_micro_ = std::accumulate(counts_.begin(), counts_.begin() + static_cast<std::ptrdiff_t>(replica),
-                                   std::uint32_t{0});
+    const auto replica = position().replica;
+    first_micro_ = std::accumulate(counts_.begin(), counts_.begin() + replica, std::uint32_t{0});
     my_micro_ = counts_[replica];
   }
 
