@@ -223,8 +223,14 @@ std::vector<std::uint32_t> supervisor_actor::shares_for_epoch(const std::vector<
   if (operator_shares_ && operator_shares_->size() != placement.size())
     operator_shares_.reset();  // chosen for another world
   std::vector<std::uint32_t> next;
+  // job.plan's shares hold while the world is the plan's (ranks that moved to a spare keep their
+  // numbers); a world that shrank is shared again by job.balance.
+  const auto& job = ctx_->spec.job;
+  const bool from_plan = !operator_shares_ && !job.plan_shares.empty() && placement.size() == job.plan_ranks.size();
   if (operator_shares_) {
     next = *operator_shares_;
+  } else if (from_plan) {
+    next = to_every_stage(job.plan_shares, job.pipeline_stages());
   } else if (auto planned = plan_shares(placement, ctx_->spec.job.balance); planned) {
     next = std::move(*planned);
   } else if (auto by_config = plan_shares(placement, "speeds"); by_config && ctx_->spec.job.balance == "measured") {
@@ -235,7 +241,9 @@ std::vector<std::uint32_t> supervisor_actor::shares_for_epoch(const std::vector<
   if (next != shares_) {
     if (!shares_.empty() || next != equal_shares(placement.size()))
       event("shares", "micro-batches per rank: " + describe_shares(next, placement) +
-                          (operator_shares_ ? " (rebalanced by an operator)" : " (job.balance = " + ctx_->spec.job.balance + ")"));
+                          (operator_shares_ ? " (rebalanced by an operator)"
+                           : from_plan      ? " (job.plan)"
+                                            : " (job.balance = " + ctx_->spec.job.balance + ")"));
     shares_ = next;
   }
   return next;

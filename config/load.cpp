@@ -17,6 +17,7 @@
 #include "common/files.hpp"
 #include "common/process.hpp"
 #include "common/text.hpp"
+#include "config/plan_file.hpp"
 #include "config/toml_reader.hpp"
 
 namespace rekindle::config {
@@ -524,7 +525,14 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
   j.master_port = r.integer<std::uint16_t>("master_port", j.master_port, 1024, 65535 - job_spec::master_port_span);
   j.state_bytes = r.size("state_bytes", j.state_bytes, 4096, 1ull << 40);
   j.stages = r.integers("stages", 256, 1, 256);
+  const auto plan = r.string("plan", "");
   r.finish();
+  if (r.has("plan") && plan.empty())
+    r.error("plan", "is empty: leave it out, or give the path of a plan file (rekindle plan --json > plan.json)");
+  else if (!plan.empty() && r.has("command"))
+    r.error("plan", "applies only to the built-in model; a job.command's program places its own model");
+  else if (!plan.empty())
+    j.plan = resolve(ctx, plan);
   if (r.has("stages") && j.stages.empty() && r.get("stages")->as_array() != nullptr && r.get("stages")->as_array()->empty())
     r.error("stages", "is empty: leave it out for no pipeline, or give each stage's blocks, e.g. [2, 2]");
   if (!j.stages.empty() && r.has("command"))
@@ -588,6 +596,99 @@ void check_data_file(context& ctx, const toml::table& root, spec& s) {
   else if (size < need)
     r.error("data", "data file '" + path.string() + "' holds " + std::to_string(size) +
                         " bytes, fewer than one training sequence needs (model.seq_len + 1 = " + std::to_string(need) + ")");
+}
+
+// job.plan: the file's first plan sets the stages, the micro-batch size, each rank's node and
+// device, and the replicas' shares. Returns false after an error.
+bool read_job_plan(table_reader& job, spec& s) {
+  const auto source = s.job.plan.string();
+  auto text = read_file_bounded(s.job.plan, file_limits::config, "plan file");
+  if (!text) {
+    job.error("plan", source + ": " + text.error().message());
+    return false;
+  }
+  plan_bounds bounds;
+  bounds.layers = s.model.layers;
+  bounds.global_batch = s.job.global_batch;
+  for (const auto& n : s.nodes) {
+    const auto capacity = n.devices.empty() ? s.cluster.ranks_per_node : static_cast<std::uint32_t>(n.devices.size());
+    plan_file_node node{n.name, {}};
+    for (std::uint32_t d = 0; d < capacity; ++d)
+      node.devices.push_back(d);
+    bounds.nodes.push_back(std::move(node));
+  }
+  auto plans = read_plan_file(*text, source, bounds);
+  if (!plans) {
+    job.error("plan", plans.error().message());
+    return false;
+  }
+  const auto& pl = plans->front();
+  bool ok = true;
+  const auto bad = [&](std::string_view key, const std::string& message) {
+    job.error("plan", plan_file_error(source, plan_field(pl.field, key), message).message());
+    ok = false;
+  };
+  std::vector<std::uint32_t> stages;
+  std::uint32_t next = 0;
+  for (std::size_t i = 0; i < pl.stages.size(); ++i) {
+    const auto& st = pl.stages[i];
+    const auto at = "stages[" + std::to_string(i) + "]";
+    if (st.tensor != 1)
+      bad(at + ".tensor", "tensor degree " + std::to_string(st.tensor) +
+                              ": the built-in model runs each stage of a replica on one device (tensor 1)");
+    if (st.first_layer != next)
+      bad(at + ".first_layer", "the stage starts at block " + std::to_string(st.first_layer) +
+                                   "; stages follow each other from block 0, so this one starts at " + std::to_string(next));
+    next = st.first_layer + st.layers;
+    stages.push_back(st.layers);
+  }
+  if (ok && next != s.model.layers)
+    bad("stages", "the stages hold " + std::to_string(next) + " blocks, model.layers is " + std::to_string(s.model.layers));
+  if (pl.recompute)
+    bad("recompute", "the built-in model keeps its activations for the backward pass; a plan for it has \"recompute\": false");
+  if (job.has("micro_batch") && s.job.micro_batch != pl.micro_batch_size)
+    bad("micro_batch_size", std::to_string(pl.micro_batch_size) + " sequences, but job.micro_batch is " +
+                                std::to_string(s.job.micro_batch) + ": leave job.micro_batch out, or make them equal");
+  else if (s.job.global_batch % pl.micro_batch_size != 0)
+    bad("micro_batch_size", std::to_string(pl.micro_batch_size) + " sequences do not divide job.global_batch (" +
+                                std::to_string(s.job.global_batch) + ")");
+  if (job.has("stages") && s.job.stages != stages) {
+    std::string given;
+    for (const auto n : stages)
+      given += (given.empty() ? "" : ", ") + std::to_string(n);
+    job.error("stages", "differs from job.plan's stages [" + given + "]: leave job.stages out, or make them equal");
+    ok = false;
+  }
+  std::vector<planned_rank> ranks;
+  std::vector<std::uint32_t> shares;
+  std::uint64_t total = 0;
+  for (std::size_t r = 0; r < pl.replicas.size(); ++r) {
+    const auto& replica = pl.replicas[r];
+    for (std::size_t st = 0; st < replica.stages.size(); ++st) {
+      const auto& at = replica.stages[st];
+      if (s.nodes[at.node].spare)
+        bad("replicas[" + std::to_string(r) + "].stages[" + std::to_string(st) + "].node",
+            "node " + s.nodes[at.node].name + " is a spare; a plan places its ranks on worker nodes");
+      ranks.push_back({node_id{at.node}, at.devices.front()});
+    }
+    shares.push_back(replica.micro_batches);
+    total += replica.micro_batches;
+  }
+  const auto micro_batches = s.job.global_batch / pl.micro_batch_size;
+  if (total > 0 && total != micro_batches)
+    bad("replicas", "the replicas' micro_batches add up to " + std::to_string(total) + "; a step has " +
+                        std::to_string(micro_batches) + " (job.global_batch / micro_batch_size)");
+  if (total == 0 && micro_batches < pl.replicas.size())
+    bad("replicas", std::to_string(pl.replicas.size()) + " replicas, but a step has only " + std::to_string(micro_batches) +
+                        " micro-batches (job.global_batch / micro_batch_size)");
+  if (!ok)
+    return false;
+  s.job.stages = std::move(stages);
+  s.job.micro_batch = pl.micro_batch_size;
+  s.job.plan_ranks = std::move(ranks);
+  if (total > 0)
+    s.job.plan_shares = std::move(shares);
+  return true;
 }
 
 void read_model(context& ctx, const toml::table& root, spec& s) {
@@ -795,8 +896,11 @@ void check_cluster(context& ctx, const toml::table& root, spec& s) {
   }
   if (s.world_size() == 0)
     ctx.error(detail::file_start(), "nodes", "no ranks: every node is a spare; make at least one node a worker node");
-  const std::uint32_t micro_batches = s.job.global_batch / s.job.micro_batch;
   table_reader job{ctx, detail::sub_table(ctx, root, "job", "job"), "job", "job", detail::file_start()};
+  // A plan is read against a configuration without errors: its checks rely on the rest.
+  if (!s.job.plan.empty() && (!ctx.errors.empty() || !read_job_plan(job, s)))
+    return;
+  const std::uint32_t micro_batches = s.job.global_batch / s.job.micro_batch;
   const auto stages = static_cast<std::uint32_t>(std::max<std::size_t>(s.job.stages.size(), 1));
   if (s.job.stages.size() > 1 || (s.job.stages.size() == 1 && s.job.stages[0] != s.model.layers)) {
     const auto blocks = std::accumulate(s.job.stages.begin(), s.job.stages.end(), std::uint64_t{0});
@@ -809,7 +913,7 @@ void check_cluster(context& ctx, const toml::table& root, spec& s) {
                               "nodes run " + std::to_string(s.world_size()) + " ranks");
   }
   const std::uint32_t replicas = s.world_size() / stages;
-  if (s.world_size() > 0 && replicas > 0 && micro_batches < replicas) {
+  if (s.world_size() > 0 && replicas > 0 && micro_batches < replicas && s.job.plan_shares.empty()) {
     job.error("global_batch", "global_batch " + std::to_string(s.job.global_batch) + " in micro-batches of " +
                                   std::to_string(s.job.micro_batch) + " gives " + std::to_string(micro_batches) +
                                   " micro-batches per step, fewer than the " + std::to_string(replicas) +
@@ -969,6 +1073,8 @@ std::string to_toml(const spec& s) {
     << "data = " << quote(s.job.data_file ? s.job.data_file->string() : s.job.data) << "\n"
     << "balance = " << quote(s.job.balance) << "\n"
     << "master_port = " << s.job.master_port << "\n";
+  if (!s.job.plan.empty())
+    o << "plan = " << quote(s.job.plan.string()) << "\n";
   if (!s.job.stages.empty()) {
     o << "stages = [";
     for (std::size_t i = 0; i < s.job.stages.size(); ++i)

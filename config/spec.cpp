@@ -34,6 +34,8 @@ std::uint32_t spec::ranks_on(node_id n) const {
 }
 
 std::uint32_t spec::world_size() const {
+  if (!job.plan_ranks.empty())
+    return static_cast<std::uint32_t>(job.plan_ranks.size());
   std::uint32_t total = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i)
     total += ranks_on(node_id{static_cast<std::uint32_t>(i)});
@@ -42,6 +44,17 @@ std::uint32_t spec::world_size() const {
 
 std::vector<rank_placement> spec::initial_placement() const {
   std::vector<rank_placement> out;
+  const auto device = [&](node_id n, std::uint32_t local) {
+    const auto& devices = nodes[n.value()].devices;
+    return local < devices.size() ? devices[local] : device_spec{};
+  };
+  if (!job.plan_ranks.empty()) {
+    for (std::uint32_t r = 0; r < job.plan_ranks.size(); ++r) {
+      const auto& at = job.plan_ranks[r];
+      out.push_back({rank_id{r}, at.node, at.local_index, device(at.node, at.local_index)});
+    }
+    return out;
+  }
   std::uint32_t next = 0;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const node_id n{static_cast<std::uint32_t>(i)};
@@ -51,7 +64,7 @@ std::vector<rank_placement> spec::initial_placement() const {
       p.rank = rank_id{next++};
       p.node = n;
       p.local_index = local;
-      p.device = nodes[i].devices.empty() ? device_spec{} : nodes[i].devices[local];
+      p.device = device(n, local);
       out.push_back(p);
     }
   }

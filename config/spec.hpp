@@ -83,6 +83,14 @@ struct pipeline_position {
   return stages <= 1 ? pipeline_position{rank, 0} : pipeline_position{rank / stages, rank % stages};
 }
 
+/// One rank of a job.plan: the node it runs on and its device there (its local index).
+struct planned_rank {
+  node_id node;
+  std::uint32_t local_index = 0;
+
+  bool operator==(const planned_rank&) const = default;
+};
+
 struct job_spec {
   /// Job name. Default: "train".
   std::string name = "train";
@@ -127,6 +135,16 @@ struct job_spec {
   /// model.layers. With p stages each data-parallel replica is p consecutive ranks (rank r runs
   /// stage r mod p) and the world must be a multiple of p. Default: empty, no pipeline.
   std::vector<std::uint32_t> stages;
+  /// A plan of `rekindle plan` for the built-in model (its `--json` document, whose first plan is
+  /// taken, or one plan written by hand: docs/PLANNER.md). It sets `stages` and `micro_batch`, which
+  /// node and device runs each stage of each replica, and, when it gives them, each replica's
+  /// micro-batches. Default: none.
+  std::filesystem::path plan;
+  /// From `plan`: rank r (stage r mod p of replica r / p) runs on plan_ranks[r]. Empty without one.
+  std::vector<planned_rank> plan_ranks;
+  /// From `plan`: each replica's micro-batches per step, while the world is the plan's; empty
+  /// when the plan leaves them to `balance`.
+  std::vector<std::uint32_t> plan_shares;
   /// Pipeline stages in force: stages.size(), or 1 without a pipeline.
   [[nodiscard]] std::uint32_t pipeline_stages() const noexcept {
     return stages.empty() ? 1 : static_cast<std::uint32_t>(stages.size());
@@ -354,9 +372,10 @@ struct spec {
   [[nodiscard]] node_id supervisor_node() const;
   /// Ranks on node `n` (0 for a spare).
   [[nodiscard]] std::uint32_t ranks_on(node_id n) const;
-  /// Ranks of the initial world: all ranks of the non-spare nodes.
+  /// Ranks of the initial world: job.plan's, else all ranks of the non-spare nodes.
   [[nodiscard]] std::uint32_t world_size() const;
-  /// Rank r on node of the initial placement: node order, then local index.
+  /// Where each rank of the initial world runs: as job.plan places it, else node order, then
+  /// local index.
   [[nodiscard]] std::vector<rank_placement> initial_placement() const;
 
   bool operator==(const spec&) const = default;

@@ -33,6 +33,9 @@ policy_config policy_config_of(const config::spec& s) {
   policy_config c;
   for (std::uint32_t n = 0; n < s.nodes.size(); ++n)
     c.nodes.push_back({s.nodes[n].name, s.ranks_on(node_id{n}), s.nodes[n].spare, s.nodes[n].domain});
+  if (!s.job.plan_ranks.empty())
+    for (const auto& r : s.initial_placement())
+      c.initial.push_back({r.rank, r.node, r.local_index});
   c.total_steps = s.job.steps;
   c.snapshot_every = s.checkpoint.snapshot_every;
   c.hang_timeout = s.timeouts.hang;
@@ -69,6 +72,8 @@ std::optional<clock::duration> supervisor_policy::heartbeat_age(node_id n) const
 }
 
 std::vector<rank_slot> supervisor_policy::initial_placement() const {
+  if (!config_.initial.empty())
+    return config_.initial;
   std::vector<rank_slot> out;
   std::uint32_t next = 0;
   for (std::uint32_t n = 0; n < config_.nodes.size(); ++n) {

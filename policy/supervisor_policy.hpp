@@ -31,6 +31,9 @@ struct policy_config {
     std::string domain;
   };
   std::vector<node> nodes;
+  /// The ranks of the first world, when the job places them (job.plan): rank r runs on
+  /// initial[r]. Empty: each node's `ranks` in node order.
+  std::vector<rank_slot> initial;
   /// Whether a node's buddy is chosen in another failure domain (buddies()). Off: the next
   /// usable node in node order, whatever its domain (to see what the rule is worth).
   bool buddy_across_domains = true;

@@ -1,7 +1,9 @@
 // Pipeline stages on a real cluster (job.stages): two replicas of a two-stage pipeline, one per
 // node, activations between the stages over the ranks' point-to-point sends. A killed rank of the
 // second stage restarts in place and the job ends with the failure-free run's loss to the bit; a
-// lost node without a spare leaves one whole pipeline, which trains to the end.
+// lost node without a spare leaves one whole pipeline, which trains to the end. A plan file
+// (job.plan) places the stages on the nodes and devices it names, with its micro-batch shares; a
+// node it left out takes over a lost one, and the job ends with the failure-free loss to the bit.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -9,6 +11,7 @@
 #include <cmath>
 
 #include "tests/support/cluster.hpp"
+#include "tests/support/temp_dir.hpp"
 #include "tests/support/values.hpp"
 
 namespace rekindle {
@@ -77,6 +80,48 @@ TEST(pipeline, a_lost_node_without_a_spare_leaves_one_whole_pipeline_that_trains
   ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
   EXPECT_EQ(report["world"], 2) << "one pipeline of two stages";
   EXPECT_EQ(report["step"], steps);
+}
+
+// Three nodes of two devices; the plan runs two replicas of stages [1, 1] on n2 and n0 and leaves
+// n1 out: replica 0 is n2's device 1 then n0's device 0, replica 1 n0's device 1 then n2's device
+// 0, with 3 and 1 of the step's 4 micro-batches.
+testing::cluster_options plan_options(const testing::temp_dir& dir) {
+  const auto plan = dir.write("plan.json", R"({"micro_batch_size": 2, "stages": [{"layers": 1}, {"layers": 1}],
+      "replicas": [{"stages": [{"node": "n2", "devices": [1]}, {"node": "n0", "devices": [0]}], "micro_batches": 3},
+                   {"stages": [{"node": "n0", "devices": [1]}, {"node": "n2", "devices": [0]}], "micro_batches": 1}]})");
+  return testing::cluster_options{.nodes = 3, .steps = 200, .job_extra = "plan = \"" + plan.string() + "\"\n"};
+}
+
+TEST(pipeline, a_plan_file_places_the_stages_and_shares_and_a_node_it_left_out_takes_over_a_lost_one) {
+  testing::temp_dir dir;
+  const auto reference = run_to_the_end(plan_options(dir));
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(reference["world"], 4);
+
+  testing::local_cluster c{plan_options(dir)};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(30, 120s)) << c.log("n0");
+  const auto s = c.status();
+  ASSERT_EQ(s["ranks"].size(), 4u) << s.dump(2);
+  const std::vector<std::string> nodes = {"n2", "n0", "n0", "n2"};
+  const std::vector<unsigned> shares = {3, 3, 1, 1};
+  for (unsigned r = 0; r < 4; ++r) {
+    EXPECT_EQ(s["ranks"][r]["node"], nodes[r]) << s.dump(2);
+    EXPECT_EQ(s["ranks"][r]["stage"], r % 2) << s.dump(2);
+    EXPECT_EQ(s["ranks"][r]["micro_batches"], shares[r]) << s.dump(2);
+  }
+  EXPECT_NE(c.admin({"events"}).out.find("(job.plan)"), std::string::npos) << c.admin({"events"}).out;
+  c.signal_node("n2", SIGKILL);
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  EXPECT_EQ(report["world"], 4) << "n1 took over n2's ranks: " << report.dump(2);
+  const auto after = c.status();
+  for (unsigned r = 0; r < 4; ++r) {
+    EXPECT_EQ(after["ranks"][r]["node"], r == 0 || r == 3 ? "n1" : "n0") << after.dump(2);
+    EXPECT_EQ(after["ranks"][r]["micro_batches"], shares[r]) << "the plan's shares hold in the plan's world";
+  }
+  EXPECT_EQ(testing::bits(testing::final_loss(report)), testing::bits(testing::final_loss(reference))) << c.log("n0");
 }
 
 }  // namespace

@@ -343,6 +343,116 @@ TEST(config, pipeline_stages_cover_the_model_and_divide_the_world) {
   EXPECT_NE(e.message.find("fewer than the 8 data-parallel replicas"), std::string::npos) << e.message;
 }
 
+// Three nodes of two ranks; a plan of two replicas of stages [1, 3] on n2 and n0, n1 left out.
+const char* const three_nodes = R"(
+[cluster]
+ranks_per_node = 2
+
+[[nodes]]
+name = "n0"
+
+[[nodes]]
+name = "n1"
+
+[[nodes]]
+name = "n2"
+)";
+
+std::string a_plan(const std::string& first_stage = R"({"layers": 1})", const std::string& extra = "") {
+  return R"({"micro_batch_size": 2, "stages": [)" + first_stage + R"(, {"layers": 3}],
+      "replicas": [{"stages": [{"node": "n2", "devices": [1]}, {"node": "n0"}], "micro_batches": 5},
+                   {"stages": [{"node": "n2"}, {"node": "n0"}], "micro_batches": 3}])" + extra + "}";
+}
+
+TEST(config, a_plan_file_sets_the_stages_the_placement_and_the_shares) {
+  temp_dir dir;
+  dir.write("plan.json", a_plan());
+  const auto with_plan = std::string{three_nodes} + "\n[job]\nplan = \"plan.json\"\n";
+  auto ok = parse_in(dir, with_plan);
+  ASSERT_TRUE(ok.ok()) << ok.error_text();
+  const auto& s = *ok.value;
+  EXPECT_EQ(s.job.plan, dir.path() / "plan.json");
+  EXPECT_EQ(s.job.stages, (std::vector<std::uint32_t>{1, 3}));
+  EXPECT_EQ(s.job.micro_batch, 2u);
+  EXPECT_EQ(s.job.plan_shares, (std::vector<std::uint32_t>{5, 3}));
+  EXPECT_EQ(s.world_size(), 4u) << "the plan's ranks, not the nodes' six";
+  const auto placement = s.initial_placement();
+  ASSERT_EQ(placement.size(), 4u);
+  const std::vector<std::pair<std::uint32_t, std::uint32_t>> want = {{2, 1}, {0, 0}, {2, 0}, {0, 1}};
+  for (std::size_t r = 0; r < placement.size(); ++r) {
+    EXPECT_EQ(placement[r].rank.value(), r);
+    EXPECT_EQ(placement[r].node.value(), want[r].first) << "rank " << r;
+    EXPECT_EQ(placement[r].local_index, want[r].second) << "rank " << r;
+  }
+  // The effective configuration reads back to the same spec.
+  auto again = parse_in(dir, to_toml(s));
+  ASSERT_TRUE(again.ok()) << again.error_text();
+  EXPECT_EQ(*again.value, s);
+  // The planner's document: its first plan; shares left out are job.balance's.
+  dir.write("plans.json", R"({"plans": [{"stages": [{"layers": 4}], "replicas": [{"stages": [{"node": "n1"}]}]},
+                                        {"stages": [{"layers": 4}], "replicas": [{"stages": [{"node": "n0"}]}]}]})");
+  ok = parse_in(dir, std::string{three_nodes} + "\n[job]\nplan = \"plans.json\"\nmicro_batch = 1\n");
+  ASSERT_TRUE(ok.ok()) << ok.error_text();
+  EXPECT_TRUE(ok.value->job.plan_shares.empty());
+  EXPECT_EQ(ok.value->job.pipeline_stages(), 1u);
+  ASSERT_EQ(ok.value->initial_placement().size(), 1u);
+  EXPECT_EQ(ok.value->initial_placement()[0].node.value(), 1u);
+}
+
+TEST(config, a_plan_the_job_cannot_run_is_refused_naming_the_plan_field) {
+  temp_dir dir;
+  const auto error_with = [&](const std::string& plan, const std::string& job = "") {
+    dir.write("plan.json", plan);
+    return only_error(parse_in(dir, std::string{three_nodes} + "\n[job]\nplan = \"plan.json\"\n" + job));
+  };
+  const auto file = (dir.path() / "plan.json").string();
+  auto e = error_with(R"({"stages": [{"layers": 4, "tensor": 2}], "replicas": [{"stages": [{"node": "n0"}]}]})");
+  EXPECT_EQ(e.field, "job.plan");
+  EXPECT_EQ(e.message, file + ": stages[0].tensor: tensor degree 2: the built-in model runs each stage of a replica on "
+                              "one device (tensor 1)");
+  e = error_with(a_plan(R"({"layers": 1})", R"(, "recompute": true)"));
+  EXPECT_NE(e.message.find(file + ": recompute: the built-in model keeps its activations"), std::string::npos) << e.message;
+  e = error_with(a_plan(R"({"layers": 1, "first_layer": 1})"));
+  EXPECT_NE(e.message.find("stages[0].first_layer: the stage starts at block 1"), std::string::npos) << e.message;
+  e = error_with(a_plan(R"({"layers": 2})"));
+  EXPECT_NE(e.message.find(": stages: the stages hold 5 blocks, model.layers is 4"), std::string::npos) << e.message;
+  e = error_with(a_plan(), "micro_batch = 4\n");
+  EXPECT_NE(e.message.find("micro_batch_size: 2 sequences, but job.micro_batch is 4"), std::string::npos) << e.message;
+  e = error_with(a_plan(), "stages = [2, 2]\n");
+  EXPECT_EQ(e.field, "job.stages");
+  EXPECT_NE(e.message.find("differs from job.plan's stages [1, 3]"), std::string::npos) << e.message;
+  e = error_with(R"({"stages": [{"layers": 4}], "replicas": [{"stages": [{"node": "n3"}]}]})");
+  EXPECT_EQ(e.message, file + ": replicas[0].stages[0].node: unknown node 'n3' (did you mean 'n0'?)");
+  e = error_with(R"({"stages": [{"layers": 4}], "replicas": [{"stages": [{"node": "n0", "devices": [2]}]}]})");
+  EXPECT_EQ(e.message, file + ": replicas[0].stages[0].devices[0]: node n0 has devices 0-1");
+  e = error_with(R"({"stages": [{"layers": 4}], "replicas": [{"stages": [{"node": "n0", "devices": [1]}]},
+                                                              {"stages": [{"node": "n0", "devices": [1]}]}]})");
+  EXPECT_EQ(e.message, file + ": replicas[1].stages[0].devices[0]: device 1 of node n0 is in another stage already");
+  e = error_with(R"({"stages": [{"layers": 4}], "replicas": [{"stages": [{"node": "n0"}], "micro_batches": 3},
+                                                              {"stages": [{"node": "n1"}], "micro_batches": 3}]})");
+  EXPECT_EQ(e.message, file + ": replicas: the replicas' micro_batches add up to 6; a step has 16 "
+                              "(job.global_batch / micro_batch_size)");
+  e = error_with(R"({"stages": [{"layers": 4}], "replicas": [{"stages": [{"node": "n9"}]}]})", "steps = 0\n");
+  EXPECT_EQ(e.field, "job.steps") << "a plan is read only once the rest is valid";
+  e = error_with("{\"stages\": [");
+  EXPECT_EQ(e.field, "job.plan");
+  EXPECT_NE(e.message.find(file + ": 1:"), std::string::npos) << e.message;
+  // A spare is no place for a plan's rank.
+  dir.write("plan.json", R"({"stages": [{"layers": 4}], "replicas": [{"stages": [{"node": "n2"}]}]})");
+  e = only_error(parse_in(dir, std::string{three_nodes} + "spare = true\n\n[job]\nplan = \"plan.json\"\nmicro_batch = 1\n"
+                                                          "global_batch = 4\n"));
+  EXPECT_EQ(e.message, file + ": replicas[0].stages[0].node: node n2 is a spare; a plan places its ranks on worker nodes")
+      << "n2, the last node, is the spare";
+  e = only_error(parse_in(dir, std::string{three_nodes} + "\n[job]\nplan = \"missing.json\"\n"));
+  EXPECT_EQ(e.field, "job.plan");
+  EXPECT_NE(e.message.find("missing.json"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{three_nodes} + "\n[job]\nplan = \"plan.json\"\ncommand = [\"sh\"]\nmicro_batch = 1\n"));
+  EXPECT_EQ(e.field, "job.plan");
+  EXPECT_NE(e.message.find("applies only to the built-in model"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{three_nodes} + "\n[job]\nplan = \"\"\nmicro_batch = 1\n"));
+  EXPECT_NE(e.message.find("is empty"), std::string::npos) << e.message;
+}
+
 TEST(config, bad_duration_and_size_strings) {
   temp_dir dir;
   auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeouts]\nhang = \"10 minutes\"\n"));

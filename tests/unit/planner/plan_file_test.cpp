@@ -2,10 +2,12 @@
 
 #include <string>
 
+#include "config/load.hpp"
 #include "planner/cost.hpp"
 #include "planner/plan_file.hpp"
 #include "planner/report.hpp"
 #include "planner/search.hpp"
+#include "tests/support/temp_dir.hpp"
 
 namespace rekindle::planner {
 namespace {
@@ -136,6 +138,58 @@ TEST(plan_file, malformed_text_deep_nesting_and_huge_numbers_are_refused_before_
             "p.json: JSON nested 100000 deep; a plan file nests at most 16");
   EXPECT_EQ(error_of(R"({"micro_batch_size": 1e400})"), "p.json: micro_batch_size: the number 1e400 is out of range");
   EXPECT_EQ(error_of("[]"), "p.json: a plan is an object with \"stages\" and \"replicas\", not an array of 0");
+}
+
+TEST(plan_file, the_planners_json_runs_as_a_job_plan_of_the_daemons_configuration) {
+  // Four one-device nodes n0-n3 of two types and the daemons' four-block model, never recomputed:
+  // a plan the built-in model can run.
+  auto p = two_nodes();
+  p.hardware.nodes.clear();
+  for (std::uint32_t i = 0; i < 4; ++i)
+    p.hardware.nodes.push_back({"n" + std::to_string(i), i % 2, {0}});
+  p.workload.layers = 4;
+  p.workload.hidden = 128;
+  p.workload.heads = 4;
+  p.workload.ffn_hidden = 512;
+  p.workload.seq_len = 64;
+  p.workload.vocab = 256;
+  p.workload.global_batch = 16;
+  p.workload.recompute = config::recompute_policy::never;
+  search_options o;
+  o.top = 1;
+  auto found = search(p, o);
+  ASSERT_TRUE(found.has_value()) << found.error();
+  const auto& best = found->plans.front();
+  testing::temp_dir dir;
+  dir.write("plan.json", format_json(p, found->plans, found->stats));
+  auto loaded = config::parse(R"([cluster]
+ranks_per_node = 1
+[[nodes]]
+name = "n0"
+[[nodes]]
+name = "n1"
+[[nodes]]
+name = "n2"
+[[nodes]]
+name = "n3"
+[job]
+plan = "plan.json"
+)",
+                              "c.toml", dir.path());
+  ASSERT_TRUE(loaded.ok()) << loaded.error_text() << "\n" << format_json(p, found->plans, found->stats);
+  const auto& job = loaded.value->job;
+  ASSERT_EQ(job.stages.size(), best.stages.size());
+  for (std::size_t s = 0; s < best.stages.size(); ++s)
+    EXPECT_EQ(job.stages[s], best.stages[s].layers);
+  EXPECT_EQ(job.micro_batch, best.micro_batch_size);
+  const auto placement = loaded.value->initial_placement();
+  ASSERT_EQ(placement.size(), best.devices());
+  for (std::size_t r = 0; r < best.replicas.size(); ++r)
+    for (std::size_t s = 0; s < best.stages.size(); ++s)
+      EXPECT_EQ(placement[r * best.stages.size() + s].node.value(), best.replicas[r].stages[s].node);
+  ASSERT_EQ(job.plan_shares.size(), best.replicas.size());
+  for (std::size_t r = 0; r < best.replicas.size(); ++r)
+    EXPECT_EQ(job.plan_shares[r], best.replicas[r].micro_batches);
 }
 
 }  // namespace

@@ -231,6 +231,30 @@ TEST(supervisor_policy, with_pipelines_the_world_shrinks_and_scales_in_whole_pip
     EXPECT_NE(s.node, node_id{1});
 }
 
+TEST(supervisor_policy, a_planned_placement_starts_without_the_nodes_it_leaves_out_which_then_stand_by) {
+  fake_clock clock;
+  auto config = testing::small_cluster(3, false);
+  config.world_multiple = 2;
+  // A plan (job.plan): replica 0 is n2's device 1 then n0's device 0; n1 is not in it.
+  config.initial = {{rank_id{0}, node_id{2}, 1}, {rank_id{1}, node_id{0}, 0}};
+  supervisor_policy p{config, clock};
+  (void)p.on_node_up(node_id{0});
+  EXPECT_EQ(p.state(), job_state::waiting_for_nodes);
+  (void)p.on_node_up(node_id{2});
+  ASSERT_EQ(p.state(), job_state::rendezvous) << "n1 is not needed";
+  EXPECT_EQ(p.placement(), config.initial);
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  (void)p.on_node_up(node_id{1});
+  snapshot_all(p, 10);
+  auto a = p.on_node_lost(node_id{2}, "gone");
+  const auto notes = all_of<note_event>(a);
+  const auto moved = std::find_if(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "ranks_moved"; });
+  ASSERT_NE(moved, notes.end());
+  EXPECT_NE(moved->detail.find("move to spare n1"), std::string::npos) << moved->detail;
+  EXPECT_EQ(p.placement(), (std::vector<rank_slot>{{rank_id{0}, node_id{1}, 0}, {rank_id{1}, node_id{0}, 0}}))
+      << "rank numbers, and so the stages, are kept";
+}
+
 TEST(supervisor_policy, no_surviving_snapshot_restarts_from_step_zero_and_says_so) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};
