@@ -194,6 +194,9 @@ struct start_training {
   std::vector<std::string> node_addresses;
   /// Micro-batches of a step each rank runs, by rank (empty: the equal split).
   std::vector<std::uint32_t> micro_batches;
+  /// The pipeline split of this world: the blocks of each stage (empty: job.stages). A re-plan
+  /// after a node loss changes it.
+  std::vector<std::uint32_t> stages;
 };
 
 /// A worker process ended.
@@ -552,7 +555,7 @@ RK_INSPECT(abort_epoch, x.epoch)
 RK_INSPECT(rank_ready, x.epoch, x.rank, x.node, x.local_index, x.pid, x.address)
 RK_INSPECT(restore_source, x.old_rank, x.holder, x.kind)
 RK_INSPECT(start_training, x.epoch, x.world, x.addresses, x.restore_step, x.restore_world, x.sources, x.node_addresses,
-           x.micro_batches)
+           x.micro_batches, x.stages)
 RK_INSPECT(rank_exited, x.epoch, x.rank, x.node, x.exit_code, x.signal, x.detail, x.detected_ns)
 RK_INSPECT(rank_completed, x.epoch, x.rank, x.node)
 RK_INSPECT(rank_trouble, x.epoch, x.rank, x.node, x.unresponsive, x.detail)

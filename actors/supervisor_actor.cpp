@@ -44,6 +44,9 @@ std::uint64_t config_hash(const config::spec& s) {
 supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, std::unique_ptr<storage::state_store> store,
                                    std::int64_t term)
     : caf::event_based_actor(cfg),
+      stages_(ctx->spec.job.stages),
+      planned_shares_(ctx->spec.job.plan_shares),
+      planned_world_(ctx->spec.job.plan_ranks.size()),
       stragglers_(policy::straggler_options{ctx->spec.stragglers.window, ctx->spec.stragglers.threshold, 0.9,
                                             ctx->spec.stragglers.span, 4096, ctx->spec.stragglers.confirm}),
       ctx_(ctx),
@@ -186,6 +189,8 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       st.restore_world = se->restore_world;
       st.node_addresses = node_addresses_;
       st.micro_batches = replica_shares(shares_for_epoch(se->placement));
+      st.stages = stages_;
+      m.stages = stages_;
       for (const auto& s : se->sources)
         st.sources.push_back({s.old_rank, s.holder, s.where});
       for (const auto& slot : se->placement) {
@@ -295,6 +300,7 @@ caf::behavior supervisor_actor::make_behavior() {
   for (const auto peer : ctx_->bridge->peers())
     ctx_->bridge->send(peer, "supervisor", "agent", introduce_yourself{term_});
   load_checkpoints();
+  load_replanner();
   // A restarted supervisor resumes from its store: a new epoch once the nodes are back.
   auto loaded = store_->load();
   if (loaded && loaded->latest_membership && loaded->job && loaded->job->state != storage::job_state::stopped &&
@@ -302,6 +308,12 @@ caf::behavior supervisor_actor::make_behavior() {
     std::vector<rank_slot> placement;
     for (const auto& m : loaded->latest_membership->ranks)
       placement.push_back({m.rank, m.node, m.local_index});
+    // The split of the reloaded world (a re-plan's, when one happened).
+    if (const auto& stored = loaded->latest_membership->stages; stored != stages_) {
+      stages_ = stored;
+      planned_shares_.clear();
+      policy_.set_world_multiple(pipeline_stages());
+    }
     std::uint64_t step = 0;
     std::map<rank_id, std::uint32_t> restarts;
     for (const auto& r : loaded->ranks) {
@@ -622,7 +634,7 @@ job_status supervisor_actor::make_status(bool full) const {
     v.straggler_ratio = stragglers_.ratio(r);
     if (r.value() < shares_.size())
       v.micro_batches = shares_[r.value()];
-    if (const auto p = ctx_->spec.job.pipeline_stages(); p > 1) {
+    if (const auto p = pipeline_stages(); p > 1) {
       const auto at = config::position_in_pipeline(r.value(), p);
       v.stage = at.stage;
       v.replica = at.replica;

@@ -12,6 +12,7 @@
 #include "actors/job_status.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
+#include "planner/problem.hpp"
 #include "policy/checkpoint_coordinator.hpp"
 #include "policy/link_screen.hpp"
 #include "policy/recovery_meter.hpp"
@@ -215,6 +216,30 @@ class supervisor_actor : public caf::event_based_actor {
   [[nodiscard]] std::vector<std::uint32_t> replica_shares(const std::vector<std::uint32_t>& per_rank) const;
   /// "5, 5, 4, 2" (and the step's compute time they predict, relative to the equal split).
   [[nodiscard]] std::string describe_shares(const std::vector<std::uint32_t>& shares, const std::vector<policy::rank_slot>& placement) const;
+
+  /// The pipeline split in force: the blocks of each stage (empty: no pipeline). job.stages, until
+  /// a re-plan after a node loss changes it.
+  std::vector<std::uint32_t> stages_;
+  [[nodiscard]] std::uint32_t pipeline_stages() const noexcept {
+    return stages_.size() <= 1 ? 1 : static_cast<std::uint32_t>(stages_.size());
+  }
+  // ---- re-plans (supervisor_replan.cpp) ----
+  /// With job.plan_cluster and job.plan_model: reads them and hands the policy the re-plan.
+  void load_replanner();
+  /// The plan for `placement` without node `lost`: planner::replan from the plan that runs (this
+  /// placement in the split in force, its shares), with every node down lost. On success the split
+  /// and shares in force become the new plan's.
+  expected<policy::replanned> replan(const std::vector<policy::rank_slot>& placement, node_id lost);
+  /// The planner's problem of job.plan_cluster and job.plan_model; nothing without them.
+  std::optional<planner::problem> replan_problem_;
+  /// Each configured node's index in the planner's cluster (-1: not in it), and back.
+  std::vector<int> planner_node_;
+  std::vector<node_id> config_node_;
+
+  /// A plan's micro-batches per replica (job.plan's, or a re-plan's), while the world has
+  /// `planned_world_` ranks in the split they were planned for. Empty: none.
+  std::vector<std::uint32_t> planned_shares_;
+  std::size_t planned_world_ = 0;
 
   /// Micro-batches each rank runs in this epoch, by rank.
   std::vector<std::uint32_t> shares_;

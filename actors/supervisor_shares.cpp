@@ -53,21 +53,21 @@ expected<std::vector<std::uint32_t>> share_over_replicas(const std::vector<doubl
 }  // namespace
 
 std::vector<std::uint32_t> supervisor_actor::equal_shares(std::size_t world) const {
-  const auto p = ctx_->spec.job.pipeline_stages();
+  const auto p = pipeline_stages();
   auto out = to_every_stage(training::equal_split(micro_batches_of(ctx_->spec), static_cast<int>(world / p)), p);
   out.resize(world, 0);  // ranks short of a whole pipeline (none in a placement) run nothing
   return out;
 }
 
 double supervisor_actor::stage_blocks(rank_id rank) const {
-  const auto& job = ctx_->spec.job;
-  if (job.pipeline_stages() <= 1)
+  const auto p = pipeline_stages();
+  if (p <= 1)
     return 1.0;
-  return static_cast<double>(job.stages[config::position_in_pipeline(rank.value(), job.pipeline_stages()).stage]);
+  return static_cast<double>(stages_[config::position_in_pipeline(rank.value(), p).stage]);
 }
 
 std::vector<std::uint32_t> supervisor_actor::replica_shares(const std::vector<std::uint32_t>& per_rank) const {
-  const auto p = ctx_->spec.job.pipeline_stages();
+  const auto p = pipeline_stages();
   if (p <= 1)
     return per_rank;
   std::vector<std::uint32_t> out;
@@ -164,7 +164,7 @@ void supervisor_actor::act_on_straggler(rank_id rank, std::optional<node_id> nod
 expected<std::vector<std::uint32_t>> supervisor_actor::plan_shares(const std::vector<rank_slot>& placement,
                                                                    const std::string& how) const {
   const auto total = micro_batches_of(ctx_->spec);
-  const auto p = ctx_->spec.job.pipeline_stages();
+  const auto p = pipeline_stages();
   if (how == "equal")
     return equal_shares(placement.size());
   // A rank's configured rate: its node's speed over its stage's blocks.
@@ -223,14 +223,14 @@ std::vector<std::uint32_t> supervisor_actor::shares_for_epoch(const std::vector<
   if (operator_shares_ && operator_shares_->size() != placement.size())
     operator_shares_.reset();  // chosen for another world
   std::vector<std::uint32_t> next;
-  // job.plan's shares hold while the world is the plan's (ranks that moved to a spare keep their
+  // A plan's shares hold while the world is the plan's (ranks that moved to a spare keep their
   // numbers); a world that shrank is shared again by job.balance.
-  const auto& job = ctx_->spec.job;
-  const bool from_plan = !operator_shares_ && !job.plan_shares.empty() && placement.size() == job.plan_ranks.size();
+  const bool from_plan = !operator_shares_ && !planned_shares_.empty() && placement.size() == planned_world_ &&
+                         planned_shares_.size() * pipeline_stages() == placement.size();
   if (operator_shares_) {
     next = *operator_shares_;
   } else if (from_plan) {
-    next = to_every_stage(job.plan_shares, job.pipeline_stages());
+    next = to_every_stage(planned_shares_, pipeline_stages());
   } else if (auto planned = plan_shares(placement, ctx_->spec.job.balance); planned) {
     next = std::move(*planned);
   } else if (auto by_config = plan_shares(placement, "speeds"); by_config && ctx_->spec.job.balance == "measured") {
@@ -242,7 +242,7 @@ std::vector<std::uint32_t> supervisor_actor::shares_for_epoch(const std::vector<
     if (!shares_.empty() || next != equal_shares(placement.size()))
       event("shares", "micro-batches per rank: " + describe_shares(next, placement) +
                           (operator_shares_ ? " (rebalanced by an operator)"
-                           : from_plan      ? " (job.plan)"
+                           : from_plan      ? " (the plan)"
                                             : " (job.balance = " + ctx_->spec.job.balance + ")"));
     shares_ = next;
   }

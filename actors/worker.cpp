@@ -100,12 +100,19 @@ void worker_runtime::train(const start_training& start) {
   // warm and only the communicator changes. Otherwise a new one, uninitialised when a state will
   // be imported into it anyway.
   const auto task_start = clock_type::now();
-  if (task_ && (start.restore_step.value() == 0 || !task_->rebind(*tracked).ok()))
+  // The split of this world (a re-plan changes it): a task of another split is built anew.
+  const auto& stages = start.stages.empty() ? ctx_.spec.job.stages : start.stages;
+  const auto same_split = [&](const training::training_task& t) {
+    const auto have = t.stage_layers();
+    return stages.size() <= 1 ? have.size() <= 1 : std::equal(have.begin(), have.end(), stages.begin(), stages.end());
+  };
+  if (task_ && (start.restore_step.value() == 0 || !same_split(*task_) || !task_->rebind(*tracked).ok()))
     task_.reset();  // back to step 0 means the seed's initialisation: a new task
   if (!task_) {
     training::task_options options;
     options.device = device_for(ctx_.spec, ctx_.node, *ctx_.local_index);
     options.initialize = start.restore_step.value() == 0;
+    options.stage_layers = stages;
     auto made = training::make_training_task(ctx_.spec, static_cast<int>(a.rank.value()), static_cast<int>(a.world),
                                              *tracked, options);
     if (!made) {

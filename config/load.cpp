@@ -18,6 +18,7 @@
 #include "common/process.hpp"
 #include "common/text.hpp"
 #include "config/plan_file.hpp"
+#include "config/planner_files.hpp"
 #include "config/toml_reader.hpp"
 
 namespace rekindle::config {
@@ -526,7 +527,18 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
   j.state_bytes = r.size("state_bytes", j.state_bytes, 4096, 1ull << 40);
   j.stages = r.integers("stages", 256, 1, 256);
   const auto plan = r.string("plan", "");
+  const auto plan_cluster = r.string("plan_cluster", "");
+  const auto plan_model = r.string("plan_model", "");
   r.finish();
+  if (plan_cluster.empty() != plan_model.empty())
+    r.error(plan_cluster.empty() ? "plan_model" : "plan_cluster",
+            "needs plan_cluster and plan_model both: the planner's cluster and model files that job.plan was made for");
+  else if (!plan_cluster.empty() && plan.empty())
+    r.error("plan_cluster", "re-plans a job.plan: give job.plan too");
+  else if (!plan_cluster.empty()) {
+    j.plan_cluster = resolve(ctx, plan_cluster);
+    j.plan_model = resolve(ctx, plan_model);
+  }
   if (r.has("plan") && plan.empty())
     r.error("plan", "is empty: leave it out, or give the path of a plan file (rekindle plan --json > plan.json)");
   else if (!plan.empty() && r.has("command"))
@@ -596,6 +608,65 @@ void check_data_file(context& ctx, const toml::table& root, spec& s) {
   else if (size < need)
     r.error("data", "data file '" + path.string() + "' holds " + std::to_string(size) +
                         " bytes, fewer than one training sequence needs (model.seq_len + 1 = " + std::to_string(need) + ")");
+}
+
+// job.plan_cluster and job.plan_model: readable planner files of this job's nodes and model, so
+// that a re-plan after a node loss cannot fail on them. Returns false after an error.
+bool check_replan_files(table_reader& job, const spec& s, std::uint32_t micro_batch_size) {
+  auto cluster = load_plan_cluster(s.job.plan_cluster);
+  auto model = load_plan_model(s.job.plan_model);
+  if (!cluster.ok() || !model.ok()) {
+    for (const auto& e : cluster.errors)
+      job.error("plan_cluster", e.to_string());
+    for (const auto& e : model.errors)
+      job.error("plan_model", e.to_string());
+    return false;
+  }
+  bool ok = true;
+  for (const auto& e : check_plan_files(*cluster.value, *model.value)) {
+    job.error("plan_model", e.to_string());
+    ok = false;
+  }
+  const auto cluster_file = s.job.plan_cluster.string();
+  for (const auto& n : cluster.value->nodes) {
+    const auto found = s.find_node(n.name);
+    const auto where = cluster_file + ": node " + n.name + ": ";
+    if (!found) {
+      std::vector<std::string> names;
+      for (const auto& x : s.nodes)
+        names.push_back(x.name);
+      job.error("plan_cluster", where + "not a node of this configuration" + did_you_mean(n.name, names));
+      ok = false;
+      continue;
+    }
+    const auto& node = s.nodes[found->value()];
+    const auto capacity = node.devices.empty() ? s.cluster.ranks_per_node : static_cast<std::uint32_t>(node.devices.size());
+    if (n.devices > capacity) {
+      job.error("plan_cluster", where + std::to_string(n.devices) + " devices, but the node runs at most " +
+                                    std::to_string(capacity) + " ranks here");
+      ok = false;
+    }
+  }
+  const auto model_file = s.job.plan_model.string();
+  const auto& m = *model.value;
+  if (m.layers != s.model.layers || m.global_batch != s.job.global_batch) {
+    job.error("plan_model", model_file + ": layers " + std::to_string(m.layers) + " and global_batch " +
+                                std::to_string(m.global_batch) + ", but this job trains model.layers " +
+                                std::to_string(s.model.layers) + " with job.global_batch " +
+                                std::to_string(s.job.global_batch) + ": the files must describe this job");
+    ok = false;
+  }
+  if (m.recompute != recompute_policy::never) {
+    job.error("plan_model", model_file + ": recompute must be \"never\" (the built-in model keeps its activations), not \"" +
+                                std::string{to_string(m.recompute)} + "\"");
+    ok = false;
+  }
+  if (!m.micro_batch_sizes.empty() && m.micro_batch_sizes != std::vector<std::uint32_t>{micro_batch_size}) {
+    job.error("plan_model", model_file + ": micro_batch_sizes must be [" + std::to_string(micro_batch_size) +
+                                "], the plan's: a job keeps its micro-batch size through a re-plan");
+    ok = false;
+  }
+  return ok;
 }
 
 // job.plan: the file's first plan sets the stages, the micro-batch size, each rank's node and
@@ -681,6 +752,8 @@ bool read_job_plan(table_reader& job, spec& s) {
   if (total == 0 && micro_batches < pl.replicas.size())
     bad("replicas", std::to_string(pl.replicas.size()) + " replicas, but a step has only " + std::to_string(micro_batches) +
                         " micro-batches (job.global_batch / micro_batch_size)");
+  if (ok && !s.job.plan_cluster.empty())
+    ok = check_replan_files(job, s, pl.micro_batch_size);
   if (!ok)
     return false;
   s.job.stages = std::move(stages);
@@ -1075,6 +1148,9 @@ std::string to_toml(const spec& s) {
     << "master_port = " << s.job.master_port << "\n";
   if (!s.job.plan.empty())
     o << "plan = " << quote(s.job.plan.string()) << "\n";
+  if (!s.job.plan_cluster.empty())
+    o << "plan_cluster = " << quote(s.job.plan_cluster.string()) << "\n"
+      << "plan_model = " << quote(s.job.plan_model.string()) << "\n";
   if (!s.job.stages.empty()) {
     o << "stages = [";
     for (std::size_t i = 0; i < s.job.stages.size(); ++i)

@@ -140,6 +140,11 @@ struct job_spec {
   /// node and device runs each stage of each replica, and, when it gives them, each replica's
   /// micro-batches. Default: none.
   std::filesystem::path plan;
+  /// The planner's cluster and model files (docs/PLANNER.md) that `plan` was made for: with them a
+  /// node lost with no free node to take its ranks is re-planned (planner::replan) and the job goes
+  /// on with the new plan. Both or neither; only with `plan`. Default: none.
+  std::filesystem::path plan_cluster;
+  std::filesystem::path plan_model;
   /// From `plan`: rank r (stage r mod p of replica r / p) runs on plan_ranks[r]. Empty without one.
   std::vector<planned_rank> plan_ranks;
   /// From `plan`: each replica's micro-batches per step, while the world is the plan's; empty

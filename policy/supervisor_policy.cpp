@@ -417,7 +417,7 @@ std::vector<policy_action> supervisor_policy::on_node_lost(node_id n, const std:
   return out;
 }
 
-supervisor_policy::placement_change supervisor_policy::placement_without(node_id n, const std::vector<rank_slot>& placement) const {
+supervisor_policy::placement_change supervisor_policy::placement_without(node_id n, const std::vector<rank_slot>& placement) {
   placement_change out;
   const auto moving = static_cast<std::uint32_t>(std::count_if(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.node == n; }));
   if (auto spare = free_spare(placement, moving, n)) {
@@ -435,8 +435,17 @@ supervisor_policy::placement_change supervisor_policy::placement_without(node_id
                           std::to_string(out.moved.size()) + " rank(s) of " + config_.nodes[n.value()].name +
                               " move to spare " + config_.nodes[spare->value()].name,
                           {}, n};
+  } else if (auto planned = replanner_ ? std::optional{replanner_(placement, n)} : std::nullopt; planned && *planned) {
+    // No spare, and a plan to re-plan: the new plan's world.
+    out.placement = std::move((*planned)->placement);
+    config_.world_multiple = std::max<std::uint32_t>((*planned)->world_multiple, 1);
+    out.note = note_event{"replanned",
+                          "no free node: re-planned from " + std::to_string(placement.size()) + " to " +
+                              std::to_string(out.placement.size()) + " ranks; " + (*planned)->note,
+                          {}, n};
   } else {
     // No spare: the world shrinks, the other ranks numbered from 0 again, to whole pipelines.
+    const auto why_not = planned ? "; no re-plan: " + planned->error().message() : std::string{};
     std::uint32_t next = 0;
     for (auto s : placement) {
       if (s.node == n)
@@ -453,7 +462,8 @@ supervisor_policy::placement_change supervisor_policy::placement_without(node_id
                               std::to_string(out.placement.size()) + " ranks; the global batch stays" +
                               (idle > 0 ? "; " + std::to_string(idle) + " rank(s) idle, short of a whole pipeline of " +
                                               std::to_string(m) + " stages"
-                                        : ""),
+                                        : "") +
+                              why_not,
                           {}, n};
   }
   return out;

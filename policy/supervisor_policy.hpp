@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "common/clock.hpp"
+#include "common/expected.hpp"
 #include "common/collective_position.hpp"
 #include "common/ids.hpp"
 #include "config/fwd.hpp"
@@ -161,6 +163,19 @@ struct note_event {
 using policy_action = std::variant<persist_epoch, abort_ranks, assign_buddies, spawn_rank, kill_rank, start_epoch,
                                    finish_job, note_event, record_restart>;
 
+/// A new plan for the world without a lost node, when no node is free to take over its ranks.
+struct replanned {
+  /// Rank r of the new world runs on placement[r]; ranks numbered from 0.
+  std::vector<rank_slot> placement;
+  /// Stages of the new plan: the world is a whole number of pipelines of this many ranks.
+  std::uint32_t world_multiple = 1;
+  /// What changed, for the event log.
+  std::string note;
+};
+/// Asked for a re-plan of `placement` without node `lost` (already down); an error keeps the rule
+/// without a plan (whole pipelines of the same split) and is said in the note.
+using replanner = std::function<expected<replanned>(const std::vector<rank_slot>& placement, node_id lost)>;
+
 /// The supervisor's decisions, without CAF, without I/O, with an injected clock.
 ///
 /// The supervisor actor feeds it events (nodes and ranks coming and going, progress, timer ticks,
@@ -298,6 +313,12 @@ class supervisor_policy {
   std::vector<policy_action> drain(node_id n);
   /// Resizes the data-parallel world to `world` ranks (at most the ranks the nodes can hold).
   std::vector<policy_action> scale(std::uint32_t world);
+  /// A lost node whose ranks no free node can take asks `r` for a new plan (job.plan with the
+  /// planner's files) instead of shrinking the world to whole pipelines of the same split.
+  void set_replanner(replanner r) { replanner_ = std::move(r); }
+  /// The stages of a pipeline now (a reloaded world's split): the world is a whole number of them.
+  void set_world_multiple(std::uint32_t m) { config_.world_multiple = std::max<std::uint32_t>(m, 1); }
+  [[nodiscard]] std::uint32_t world_multiple() const noexcept { return config_.world_multiple; }
   /// Starts a new epoch with the same ranks on the same slots, no process restarted: every rank
   /// registers again and restores the newest snapshot all of them hold. How a change that the
   /// ranks take only at an epoch's start (their micro-batch shares) reaches a running job.
@@ -411,9 +432,11 @@ class supervisor_policy {
     std::set<rank_id> moved;
     note_event note;
   };
-  [[nodiscard]] placement_change placement_without(node_id n) const { return placement_without(n, placement_); }
-  /// The same, from `placement` instead of the current one.
-  [[nodiscard]] placement_change placement_without(node_id n, const std::vector<rank_slot>& placement) const;
+  [[nodiscard]] placement_change placement_without(node_id n) { return placement_without(n, placement_); }
+  /// The same, from `placement` instead of the current one. With a replanner and no free node,
+  /// the re-plan's placement (and its stages become the world's multiple).
+  [[nodiscard]] placement_change placement_without(node_id n, const std::vector<rank_slot>& placement);
+  replanner replanner_;
   [[nodiscard]] std::vector<std::optional<node_id>> buddies() const;
   void fail(std::vector<policy_action>& out, const std::string& why);
   void maybe_start(std::vector<policy_action>& out);

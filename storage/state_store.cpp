@@ -160,7 +160,7 @@ expected<job_record> decode_job(std::string_view value, std::string_view key) {
 }
 
 std::string encode_membership(const membership& m) {
-  record_writer w{record_type::membership, 1};
+  record_writer w{record_type::membership, 2};
   w.u64(m.epoch.value());
   w.u32(static_cast<std::uint32_t>(m.ranks.size()));
   for (const auto& r : m.ranks) {
@@ -173,11 +173,14 @@ std::string encode_membership(const membership& m) {
   w.u32(static_cast<std::uint32_t>(m.spares_in_use.size()));
   for (auto n : m.spares_in_use)
     w.u32(n.value());
+  w.u32(static_cast<std::uint32_t>(m.stages.size()));
+  for (auto blocks : m.stages)
+    w.u32(blocks);
   return w.finish();
 }
 
 expected<membership> decode_membership(std::string_view value, std::string_view key) {
-  RK_ASSIGN_OR_RETURN(auto r, record_reader::open(value, key, record_type::membership, 1));
+  RK_ASSIGN_OR_RETURN(auto r, record_reader::open(value, key, record_type::membership, 2));
   membership m;
   m.epoch = epoch_t{r.u64("epoch")};
   const auto n = r.count("ranks", 4 * 5);
@@ -195,6 +198,11 @@ expected<membership> decode_membership(std::string_view value, std::string_view 
   const auto s = r.count("spares_in_use", 4);
   for (std::uint32_t i = 0; i < s && r.ok(); ++i)
     m.spares_in_use.emplace_back(r.u32("spares_in_use[" + std::to_string(i) + "]"));
+  if (r.version() >= 2) {
+    const auto p = r.count("stages", 4);
+    for (std::uint32_t i = 0; i < p && r.ok(); ++i)
+      m.stages.push_back(r.u32("stages[" + std::to_string(i) + "]"));
+  }
   RK_RETURN_IF_ERROR(r.finish());
   return m;
 }

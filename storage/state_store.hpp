@@ -72,6 +72,9 @@ struct membership {
   std::vector<rank_member> ranks;
   /// Spare nodes that took over ranks of failed nodes.
   std::vector<node_id> spares_in_use;
+  /// The pipeline split of this world: the blocks of each stage (empty: no pipeline). Stored from
+  /// record version 2; a version 1 record reads as empty.
+  std::vector<std::uint32_t> stages;
 
   bool operator==(const membership&) const = default;
 };

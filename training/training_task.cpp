@@ -98,6 +98,7 @@ class data_parallel_task final : public training_task {
   }
 
   std::uint32_t pipeline_stages() const noexcept override { return stages_; }
+  std::span<const std::uint32_t> stage_layers() const noexcept override { return stage_layers_; }
   void set_slowdown(double factor) noexcept override {
     slowdown_ = factor > 1.0 ? std::min(factor, max_slowdown) : 1.0;  // NaN: off
   }

@@ -162,6 +162,8 @@ class training_task {
   [[nodiscard]] virtual std::span<const std::uint32_t> micro_batches() const noexcept = 0;
   /// Pipeline stages (1 without a pipeline) and this rank's stage.
   [[nodiscard]] virtual std::uint32_t pipeline_stages() const noexcept = 0;
+  /// The blocks of each stage, in order (one entry, the whole model, without a pipeline).
+  [[nodiscard]] virtual std::span<const std::uint32_t> stage_layers() const noexcept = 0;
   [[nodiscard]] virtual std::uint32_t stage() const noexcept = 0;
 
   [[nodiscard]] virtual int rank() const noexcept = 0;

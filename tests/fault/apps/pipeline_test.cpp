@@ -4,6 +4,8 @@
 // lost node without a spare leaves one whole pipeline, which trains to the end. A plan file
 // (job.plan) places the stages on the nodes and devices it names, with its micro-batch shares; a
 // node it left out takes over a lost one, and the job ends with the failure-free loss to the bit.
+// With the planner's files (job.plan_cluster, job.plan_model) a node lost with no node free is
+// re-planned: the job goes on in the planner's new plan, from the old split's snapshots.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -110,7 +112,7 @@ TEST(pipeline, a_plan_file_places_the_stages_and_shares_and_a_node_it_left_out_t
     EXPECT_EQ(s["ranks"][r]["stage"], r % 2) << s.dump(2);
     EXPECT_EQ(s["ranks"][r]["micro_batches"], shares[r]) << s.dump(2);
   }
-  EXPECT_NE(c.admin({"events"}).out.find("(job.plan)"), std::string::npos) << c.admin({"events"}).out;
+  EXPECT_NE(c.admin({"events"}).out.find("(the plan)"), std::string::npos) << c.admin({"events"}).out;
   c.signal_node("n2", SIGKILL);
   const auto report = c.wait_done(240s);
   ASSERT_FALSE(report.is_null()) << c.log("n0");
@@ -122,6 +124,81 @@ TEST(pipeline, a_plan_file_places_the_stages_and_shares_and_a_node_it_left_out_t
     EXPECT_EQ(after["ranks"][r]["micro_batches"], shares[r]) << "the plan's shares hold in the plan's world";
   }
   EXPECT_EQ(testing::bits(testing::final_loss(report)), testing::bits(testing::final_loss(reference))) << c.log("n0");
+}
+
+// Four one-rank nodes: two replicas of stages [1, 1] (n0 n1, n2 n3), with the planner's files for
+// these nodes and the test cluster's model (2 blocks of width 32, sequences of 16 bytes).
+testing::cluster_options replan_options(const testing::temp_dir& dir) {
+  const auto plan = dir.write("plan.json", R"({"micro_batch_size": 2, "stages": [{"layers": 1}, {"layers": 1}],
+      "replicas": [{"stages": [{"node": "n0"}, {"node": "n1"}], "micro_batches": 2},
+                   {"stages": [{"node": "n2"}, {"node": "n3"}], "micro_batches": 2}]})");
+  const auto cluster = dir.write("cluster.toml", R"([types.cpu]
+bf16_tflops = 0.001
+memory = "16GB"
+memory_bandwidth = "10GB/s"
+link_bandwidth = "100GB/s"
+reserved_memory = "0B"
+
+[[nodes]]
+name = "n"
+type = "cpu"
+devices = 1
+count = 4
+
+[network]
+bandwidth = "100GB/s"
+latency = "1us"
+)");
+  const auto model = dir.write("model.toml", R"([model]
+layers = 2
+hidden = 32
+heads = 2
+seq_len = 16
+vocab = 256
+
+[training]
+global_batch = 8
+micro_batch_sizes = [2]
+recompute = "never"
+)");
+  return testing::cluster_options{.nodes = 4, .ranks_per_node = 1, .steps = 200,
+                                  .job_extra = "plan = \"" + plan.string() + "\"\nplan_cluster = \"" + cluster.string() +
+                                               "\"\nplan_model = \"" + model.string() + "\"\n"};
+}
+
+TEST(pipeline, a_node_lost_with_no_node_free_is_re_planned_and_the_job_goes_on_in_the_new_plan) {
+  testing::temp_dir dir;
+  const auto reference = run_to_the_end(replan_options(dir));
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(reference["world"], 4);
+
+  testing::local_cluster c{replan_options(dir)};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(30, 120s)) << c.log("n0");
+  c.signal_node("n3", SIGKILL);
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  const auto events = c.admin({"events"}).out;
+  const auto at = events.find("re-planned from 4 to ");
+  ASSERT_NE(at, std::string::npos) << events;
+  const int world = std::stoi(events.substr(at + std::string{"re-planned from 4 to "}.size()));
+  RecordProperty("replanned", events.substr(at, events.find('\n', at) - at));
+  EXPECT_EQ(report["world"], world) << events;
+  EXPECT_GE(world, 2) << "the three nodes left hold at least one pipeline";
+  // The new plan's stages and shares, in the status; n3 runs nothing.
+  const auto s = c.status();
+  ASSERT_EQ(s["ranks"].size(), static_cast<std::size_t>(world)) << s.dump(2);
+  unsigned micro_batches = 0;
+  for (const auto& r : s["ranks"]) {
+    EXPECT_NE(r["node"], "n3") << s.dump(2);
+    if (r["stage"].is_null() || r["stage"] == 0)
+      micro_batches += r["micro_batches"].get<unsigned>();
+  }
+  EXPECT_EQ(micro_batches, 4u) << "the global batch stays: " << s.dump(2);
+  // Another split from a snapshot of the old one trains the same, up to rounding.
+  const double loss = testing::final_loss(reference);
+  EXPECT_NEAR(testing::final_loss(report), loss, 1e-3 * std::fabs(loss)) << events;
 }
 
 }  // namespace

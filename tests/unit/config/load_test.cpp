@@ -453,6 +453,60 @@ TEST(config, a_plan_the_job_cannot_run_is_refused_naming_the_plan_field) {
   EXPECT_NE(e.message.find("is empty"), std::string::npos) << e.message;
 }
 
+TEST(config, the_planners_files_for_a_re_plan_must_describe_this_job) {
+  temp_dir dir;
+  dir.write("plan.json", a_plan());
+  const auto cluster = [&](const std::string& nodes) {
+    dir.write("cluster.toml", "[types.cpu]\nbf16_tflops = 1\nmemory = \"16GB\"\nmemory_bandwidth = \"10GB/s\"\n"
+                              "link_bandwidth = \"10GB/s\"\n" + nodes);
+  };
+  const auto model = [&](const std::string& training) {
+    dir.write("model.toml", "[model]\nlayers = 4\nhidden = 128\nheads = 4\nseq_len = 64\nvocab = 256\n[training]\n" + training);
+  };
+  cluster("[[nodes]]\nname = \"n\"\ntype = \"cpu\"\ndevices = 2\ncount = 3\n");
+  model("global_batch = 16\nmicro_batch_sizes = [2]\nrecompute = \"never\"\n");
+  const auto config = [&](const std::string& keys) {
+    return parse_in(dir, std::string{three_nodes} + "\n[job]\nplan = \"plan.json\"\n" + keys);
+  };
+  auto ok = config("plan_cluster = \"cluster.toml\"\nplan_model = \"model.toml\"\n");
+  ASSERT_TRUE(ok.ok()) << ok.error_text();
+  EXPECT_EQ(ok.value->job.plan_cluster, dir.path() / "cluster.toml");
+  EXPECT_EQ(ok.value->job.plan_model, dir.path() / "model.toml");
+  auto again = parse_in(dir, to_toml(*ok.value));
+  ASSERT_TRUE(again.ok()) << again.error_text();
+  EXPECT_EQ(*again.value, *ok.value);
+
+  auto e = only_error(config("plan_cluster = \"cluster.toml\"\n"));
+  EXPECT_EQ(e.field, "job.plan_cluster");
+  EXPECT_NE(e.message.find("needs plan_cluster and plan_model both"), std::string::npos) << e.message;
+  e = only_error(parse_in(dir, std::string{three_nodes} +
+                                   "\n[job]\nmicro_batch = 1\nplan_cluster = \"cluster.toml\"\nplan_model = \"model.toml\"\n"));
+  EXPECT_NE(e.message.find("give job.plan too"), std::string::npos) << e.message;
+  const auto both = "plan_cluster = \"cluster.toml\"\nplan_model = \"model.toml\"\n";
+  cluster("[[nodes]]\nname = \"m\"\ntype = \"cpu\"\ndevices = 2\ncount = 1\n");
+  e = only_error(config(both));
+  EXPECT_EQ(e.field, "job.plan_cluster");
+  EXPECT_NE(e.message.find("cluster.toml: node m: not a node of this configuration"), std::string::npos) << e.message;
+  cluster("[[nodes]]\nname = \"n0\"\ntype = \"cpu\"\ndevices = 4\n");
+  e = only_error(config(both));
+  EXPECT_NE(e.message.find("node n0: 4 devices, but the node runs at most 2 ranks here"), std::string::npos) << e.message;
+  cluster("[[nodes]]\nname = \"n\"\ntype = \"cpu\"\ndevices = 2\ncount = 3\n");
+  model("global_batch = 32\nmicro_batch_sizes = [2]\nrecompute = \"never\"\n");
+  e = only_error(config(both));
+  EXPECT_EQ(e.field, "job.plan_model");
+  EXPECT_NE(e.message.find("the files must describe this job"), std::string::npos) << e.message;
+  model("global_batch = 16\nmicro_batch_sizes = [2]\n");
+  e = only_error(config(both));
+  EXPECT_NE(e.message.find("recompute must be \"never\""), std::string::npos) << e.message;
+  model("global_batch = 16\nmicro_batch_sizes = [1, 2]\nrecompute = \"never\"\n");
+  e = only_error(config(both));
+  EXPECT_NE(e.message.find("micro_batch_sizes must be [2]"), std::string::npos) << e.message;
+  model("global_batch = 16\nmicro_batch_sizes = [2]\nrecompute = \"never\"\nlayerz = 3\n");
+  e = only_error(config(both));
+  EXPECT_EQ(e.field, "job.plan_model");
+  EXPECT_NE(e.message.find("model.toml"), std::string::npos) << e.message;
+}
+
 TEST(config, bad_duration_and_size_strings) {
   temp_dir dir;
   auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[timeouts]\nhang = \"10 minutes\"\n"));

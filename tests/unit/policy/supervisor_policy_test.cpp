@@ -255,6 +255,42 @@ TEST(supervisor_policy, a_planned_placement_starts_without_the_nodes_it_leaves_o
       << "rank numbers, and so the stages, are kept";
 }
 
+TEST(supervisor_policy, with_no_node_free_a_replanner_gives_the_new_world_and_its_error_keeps_the_shrink) {
+  fake_clock clock;
+  auto config = testing::small_cluster(3, false);
+  config.world_multiple = 2;
+  supervisor_policy p{config, clock};
+  std::vector<std::pair<std::size_t, node_id>> asked;
+  bool refuse = false;
+  p.set_replanner([&](const std::vector<rank_slot>& placement, node_id lost) -> expected<replanned> {
+    asked.emplace_back(placement.size(), lost);
+    if (refuse)
+      return status{errc::failed_precondition, "the plan is tensor parallel"};
+    // Three ranks of one stage each on the nodes left.
+    return replanned{{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{0}, 1}, {rank_id{2}, node_id{1}, 0}}, 1, "d=3 p=1"};
+  });
+  (void)start_job(p, 3);
+  snapshot_all(p, 10);
+  auto notes = all_of<note_event>(p.on_node_lost(node_id{2}, "gone"));
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], (std::pair<std::size_t, node_id>{6, node_id{2}}));
+  auto it = std::find_if(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "replanned"; });
+  ASSERT_NE(it, notes.end());
+  EXPECT_NE(it->detail.find("re-planned from 6 to 3 ranks; d=3 p=1"), std::string::npos) << it->detail;
+  EXPECT_EQ(p.world(), 3u);
+  EXPECT_EQ(p.world_multiple(), 1u) << "the new plan's stages";
+  // A re-plan that fails: the rule without one, and why.
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  snapshot_all(p, 20);
+  p.set_world_multiple(2);
+  refuse = true;
+  notes = all_of<note_event>(p.on_node_lost(node_id{1}, "gone"));
+  it = std::find_if(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "world_shrinks"; });
+  ASSERT_NE(it, notes.end());
+  EXPECT_NE(it->detail.find("no re-plan: the plan is tensor parallel"), std::string::npos) << it->detail;
+  EXPECT_EQ(p.world(), 2u);
+}
+
 TEST(supervisor_policy, no_surviving_snapshot_restarts_from_step_zero_and_says_so) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};

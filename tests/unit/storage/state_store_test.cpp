@@ -150,6 +150,7 @@ TEST_F(store_fixture, membership_per_epoch) {
   ASSERT_TRUE(s->put_epoch(s->epoch().next()).ok());
   auto m2 = world(epoch_t{2}, 3);
   m2.spares_in_use = {node_id{7}};
+  m2.stages = {1, 3};
   ASSERT_TRUE(s->put_membership(m2).ok());
 
   auto bad = world(epoch_t{2}, 2);
@@ -162,6 +163,8 @@ TEST_F(store_fixture, membership_per_epoch) {
   ASSERT_TRUE(latest.has_value() && latest->has_value());
   EXPECT_EQ((*latest)->epoch, epoch_t{2});
   EXPECT_EQ((*latest)->spares_in_use, std::vector<node_id>{node_id{7}});
+  EXPECT_EQ((*latest)->stages, (std::vector<std::uint32_t>{1, 3})) << "the world's pipeline split";
+  EXPECT_TRUE((*m1)->stages.empty());
   EXPECT_EQ((*latest)->ranks.size(), 3u);
 }
 
