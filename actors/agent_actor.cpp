@@ -650,7 +650,8 @@ std::vector<rank_position> agent_actor::positions() const {
   std::vector<rank_position> out;
   for (const auto& [i, w] : workers_)
     if (w.rank && w.epoch == epoch_ && w.position && w.position->epoch == epoch_)
-      out.push_back({*w.rank, epoch_, w.position->seq, w.position->kind, w.position->phase, w.position->for_ns});
+      out.push_back({*w.rank, epoch_, w.position->seq, w.position->kind, w.position->phase, w.position->for_ns,
+                     w.position->p2p_kind, w.position->p2p_phase, w.position->p2p_peer, w.position->p2p_for_ns});
   return out;
 }
 

@@ -47,12 +47,16 @@ bool fields_known(const state_request& x) { return known(x.kind); }
 bool fields_known(const drill_request& x) { return known(x.kind); }
 bool fields_known(const admin_drill& x) { return known(x.kind); }
 bool fields_known(const admin_reply& x) { return x.ok || known(x.code); }
-bool fields_known(const rank_position& x) { return known(x.kind) && known(x.phase); }
+bool fields_known(const rank_position& x) {
+  return known(x.kind) && known(x.phase) && known(x.p2p_kind) && known(x.p2p_phase);
+}
 bool fields_known(const node_heartbeat& x) {
   return x.positions.size() <= max_positions_per_heartbeat &&
          std::all_of(x.positions.begin(), x.positions.end(), [](const rank_position& p) { return fields_known(p); });
 }
-bool fields_known(const worker_heartbeat& x) { return known(x.kind) && known(x.phase); }
+bool fields_known(const worker_heartbeat& x) {
+  return known(x.kind) && known(x.phase) && known(x.p2p_kind) && known(x.p2p_phase);
+}
 
 template <class T>
 bool known_if(const caf::message& msg, bool& ok) {

@@ -53,9 +53,15 @@ struct rank_position {
   collective_kind kind = collective_kind::none;
   collective_phase phase = collective_phase::idle;
   std::int64_t for_ns = 0;
+  /// Its latest point-to-point call (collective_position::p2p).
+  collective_kind p2p_kind = collective_kind::none;
+  collective_phase p2p_phase = collective_phase::idle;
+  std::int32_t p2p_peer = -1;
+  std::int64_t p2p_for_ns = 0;
 
   [[nodiscard]] collective_position position() const {
-    return {seq, kind, phase, std::chrono::nanoseconds{for_ns}};
+    return {seq, kind, phase, std::chrono::nanoseconds{for_ns},
+            {p2p_kind, p2p_phase, p2p_peer, std::chrono::nanoseconds{p2p_for_ns}}};
   }
 };
 
@@ -435,6 +441,10 @@ struct worker_heartbeat {
   collective_kind kind = collective_kind::none;
   collective_phase phase = collective_phase::idle;
   std::int64_t for_ns = 0;
+  collective_kind p2p_kind = collective_kind::none;
+  collective_phase p2p_phase = collective_phase::idle;
+  std::int32_t p2p_peer = -1;
+  std::int64_t p2p_for_ns = 0;
 };
 
 /// The agent tells a worker its rank in an epoch.
@@ -539,7 +549,8 @@ RK_INSPECT(replica_pull, x.id, x.source, x.next, x.copying, x.copied)
 RK_INSPECT(replica_changes, x.id, x.reset, x.batches, x.source, x.next, x.copying, x.copied)
 RK_INSPECT(leader_seen, x.term, x.node, x.address)
 RK_INSPECT(introduce_yourself, x.term)
-RK_INSPECT(rank_position, x.rank, x.epoch, x.seq, x.kind, x.phase, x.for_ns)
+RK_INSPECT(rank_position, x.rank, x.epoch, x.seq, x.kind, x.phase, x.for_ns, x.p2p_kind, x.p2p_phase, x.p2p_peer,
+           x.p2p_for_ns)
 RK_INSPECT(node_heartbeat, x.node, x.sequence, x.standby_ready, x.positions)
 RK_INSPECT(rank_stack, x.epoch, x.rank, x.node, x.stack, x.error)
 RK_INSPECT(node_check_request, x.id, x.slow_factor, x.slow_only)
@@ -575,7 +586,8 @@ RK_INSPECT(fail_node, x.reason)
 RK_INSPECT(job_finished, x.state, x.reason)
 RK_INSPECT(worker_hello, x.pid, x.local_index, x.standby)
 RK_INSPECT(worker_activate, x.local_index)
-RK_INSPECT(worker_heartbeat, x.local_index, x.epoch, x.seq, x.kind, x.phase, x.for_ns)
+RK_INSPECT(worker_heartbeat, x.local_index, x.epoch, x.seq, x.kind, x.phase, x.for_ns, x.p2p_kind, x.p2p_phase,
+           x.p2p_peer, x.p2p_for_ns)
 RK_INSPECT(worker_assignment, x.epoch, x.rank, x.world, x.bootstrap)
 RK_INSPECT(snapshot_taken, x.epoch, x.rank, x.local_index, x.step, x.length, x.checksum, x.dropped)
 RK_INSPECT(snapshot_skipped, x.epoch, x.rank, x.local_index, x.step, x.pinned, x.waiting)

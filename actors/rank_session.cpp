@@ -63,7 +63,8 @@ class session_actor : public caf::event_based_actor {
             epoch = s_->assigned_epoch_;
           }
           s_->to_agent(worker_heartbeat{s_->ctx_.local_index.value_or(~0u), epoch_t{epoch}, at.seq, at.kind, at.phase,
-                                        at.for_how_long.count()});
+                                        at.for_how_long.count(), at.p2p.kind, at.p2p.phase, at.p2p.peer,
+                                        at.p2p.for_how_long.count()});
           delayed_send(this, s_->ctx_.spec.timeouts.heartbeat, tick_atom::value);
         },
         [this](const envelope&, const worker_activate& a) { s_->push(a); },

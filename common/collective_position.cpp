@@ -10,6 +10,8 @@ std::string_view to_string(collective_kind k) noexcept {
     case collective_kind::allgather: return "allgather";
     case collective_kind::broadcast: return "broadcast";
     case collective_kind::barrier: return "barrier";
+    case collective_kind::send: return "send";
+    case collective_kind::recv: return "recv";
   }
   return "unknown";
 }

@@ -50,6 +50,17 @@ bool waits_in(const collective_position& p) {
   return p.phase == collective_phase::inside || p.phase == collective_phase::failed;
 }
 
+bool waits_p2p(const collective_position& p) {
+  return p.p2p.kind != collective_kind::none && p.p2p.peer >= 0 &&
+         (p.p2p.phase == collective_phase::inside || p.p2p.phase == collective_phase::failed);
+}
+
+// "recv from rank 1 for 12 s" / "failed in send to rank 3".
+std::string p2p_phrase(collective_kind k, collective_phase phase, std::int32_t peer, std::chrono::nanoseconds d) {
+  return std::string{phase == collective_phase::failed ? "failed in " : "inside "} + std::string{to_string(k)} +
+         (k == collective_kind::send ? " to rank " : " from rank ") + std::to_string(peer) + " for " + format_duration(d);
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> hang_verdict::fields() const {
@@ -58,6 +69,15 @@ std::vector<std::pair<std::string, std::string>> hang_verdict::fields() const {
           {"waiting", list_of(waiting)},
           {"missing", list_of(missing)},
           {"unknown", list_of(unknown)},
+          {"p2p_waiting", [&] {
+             std::string out;
+             for (std::size_t i = 0; i < p2p_waiting.size() && i < 24; ++i)
+               out += (i ? "," : "") + std::to_string(p2p_waiting[i].rank.value()) + "<" +
+                      std::to_string(p2p_waiting[i].peer.value());
+             if (p2p_waiting.size() > 24)
+               out += ",and " + std::to_string(p2p_waiting.size() - 24) + " more";
+             return out;
+           }()},
           {"verdict", text}};
 }
 
@@ -82,6 +102,19 @@ hang_verdict survey_hang(const std::vector<rank_report>& ranks) {
     if (!v.missing.empty())
       v.text += ", " + ranks_phrase(v.missing) + " never entered it";
   }
+  for (const auto& r : ranks)
+    if (r.at && waits_p2p(*r.at))
+      v.p2p_waiting.push_back({r.rank, rank_id{static_cast<std::uint32_t>(r.at->p2p.peer)}, r.at->p2p.kind,
+                               r.at->p2p.phase, r.at->p2p.for_how_long});
+  // The pipeline's waits: who waits for whom, a few named.
+  constexpr std::size_t named = 8;
+  for (std::size_t i = 0; i < v.p2p_waiting.size() && i < named; ++i) {
+    const auto& w = v.p2p_waiting[i];
+    v.text += (i == 0 ? "; point to point, rank " : ", rank ") + std::to_string(w.rank.value()) + " is " +
+              p2p_phrase(w.kind, w.phase, static_cast<std::int32_t>(w.peer.value()), w.for_how_long);
+  }
+  if (v.p2p_waiting.size() > named)
+    v.text += " and " + std::to_string(v.p2p_waiting.size() - named) + " more";
   if (!v.unknown.empty())
     v.text += "; no position from " + ranks_phrase(v.unknown);
   return v;
@@ -108,6 +141,13 @@ std::string hang_text(const hang_verdict& survey, const std::optional<collective
   } else {
     text = who + " is at collective #" + std::to_string(own->seq) + " (" + std::string{to_string(own->phase)} + ")";
   }
+  // A pipeline stage: how many wait for it point to point.
+  std::size_t waited_on = 0;
+  for (const auto& w : v.p2p_waiting)
+    waited_on += w.peer == stuck ? 1 : 0;
+  if (waited_on > 0)
+    text += "; " + std::to_string(waited_on) + (waited_on == 1 ? " rank waits" : " ranks wait") +
+            " point to point for it";
   text += survey.text;
   return text;
 }

@@ -29,11 +29,22 @@ struct hang_verdict {
   std::vector<rank_id> missing;
   /// Ranks that reported no position this epoch.
   std::vector<rank_id> unknown;
+  /// Ranks inside (or failed in) a point-to-point call, with the rank it waits for: a pipeline
+  /// stage waiting for its neighbour's activations or gradients.
+  struct p2p_wait {
+    rank_id rank;
+    rank_id peer;
+    collective_kind kind = collective_kind::recv;
+    collective_phase phase = collective_phase::inside;
+    std::chrono::nanoseconds for_how_long{0};
+  };
+  std::vector<p2p_wait> p2p_waiting;
   /// One sentence for the event log, naming the stuck rank's own position.
   std::string text;
 
   /// The verdict as event fields: collective, collective_kind, waiting, missing, unknown (rank lists
-  /// "0,1,3", runs of three or more as "5-9", at most 24 items and then "and N more"), verdict (the text).
+  /// "0,1,3", runs of three or more as "5-9", at most 24 items and then "and N more"), p2p_waiting
+  /// ("0<1,3<2": rank < the rank it waits for, at most 24), verdict (the text).
   [[nodiscard]] std::vector<std::pair<std::string, std::string>> fields() const;
 };
 

@@ -21,6 +21,21 @@ std::int64_t now_ns() noexcept { return clock_type::now().time_since_epoch().cou
 void collective_tracker::reset() noexcept {
   since_ns_.store(now_ns());
   word_.store(0);
+  p2p_since_ns_.store(0);
+  p2p_word_.store(0);
+}
+
+void collective_tracker::enter_p2p(collective_kind k, int peer) noexcept {
+  p2p_since_ns_.store(now_ns());
+  p2p_word_.store((static_cast<std::uint64_t>(static_cast<std::uint32_t>(peer + 1)) << 16) |
+                  (static_cast<std::uint64_t>(k) << 8) | static_cast<std::uint64_t>(collective_phase::inside));
+}
+
+void collective_tracker::leave_p2p(bool ok) noexcept {
+  const auto w = p2p_word_.load();
+  p2p_since_ns_.store(now_ns());
+  p2p_word_.store((w & ~std::uint64_t{0xff}) |
+                  static_cast<std::uint64_t>(ok ? collective_phase::done : collective_phase::failed));
 }
 
 void collective_tracker::enter(collective_kind k) noexcept {
@@ -44,6 +59,13 @@ collective_position collective_tracker::now() const noexcept {
   p.phase = static_cast<collective_phase>(w & 0xff);
   const auto since = since_ns_.load();
   p.for_how_long = std::chrono::nanoseconds{since == 0 ? 0 : std::max<std::int64_t>(0, now_ns() - since)};
+  if (const auto pw = p2p_word_.load(); pw != 0) {
+    p.p2p.kind = static_cast<collective_kind>((pw >> 8) & 0xff);
+    p.p2p.phase = static_cast<collective_phase>(pw & 0xff);
+    p.p2p.peer = static_cast<std::int32_t>(static_cast<std::uint32_t>(pw >> 16)) - 1;
+    const auto p2p_since = p2p_since_ns_.load();
+    p.p2p.for_how_long = std::chrono::nanoseconds{p2p_since == 0 ? 0 : std::max<std::int64_t>(0, now_ns() - p2p_since)};
+  }
   return p;
 }
 
@@ -74,6 +96,20 @@ status tracked_communicator::broadcast(void* data, std::size_t count, dtype type
 
 status tracked_communicator::barrier() {
   return tracked(collective_kind::barrier, [&] { return inner_.barrier(); });
+}
+
+status tracked_communicator::send(const void* data, std::size_t bytes, int peer) {
+  tracker_.enter_p2p(collective_kind::send, peer);
+  auto s = inner_.send(data, bytes, peer);
+  tracker_.leave_p2p(s.ok());
+  return s;
+}
+
+status tracked_communicator::recv(void* data, std::size_t bytes, int peer) {
+  tracker_.enter_p2p(collective_kind::recv, peer);
+  auto s = inner_.recv(data, bytes, peer);
+  tracker_.leave_p2p(s.ok());
+  return s;
 }
 
 }  // namespace rekindle::transport

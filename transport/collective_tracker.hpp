@@ -19,12 +19,18 @@ class collective_tracker {
   void reset() noexcept;
   void enter(collective_kind k) noexcept;
   void leave(bool ok) noexcept;
+  /// A point-to-point call with `peer` (kind send or recv): not numbered, kept apart.
+  void enter_p2p(collective_kind k, int peer) noexcept;
+  void leave_p2p(bool ok) noexcept;
   [[nodiscard]] collective_position now() const noexcept;
 
  private:
   // seq (48 bits) | kind (8) | phase (8), one word so a reader never sees a torn position.
   std::atomic<std::uint64_t> word_{0};
   std::atomic<std::int64_t> since_ns_{0};
+  // peer + 1 (32 bits) | kind (8) | phase (8), likewise.
+  std::atomic<std::uint64_t> p2p_word_{0};
+  std::atomic<std::int64_t> p2p_since_ns_{0};
 };
 
 /// A communicator that records each call in a tracker before handing it to `inner`.
@@ -40,10 +46,11 @@ class tracked_communicator final : public communicator {
   status allgather(const void* send, void* recv, std::size_t send_count, dtype type) override;
   status broadcast(void* data, std::size_t count, dtype type, int root) override;
   status barrier() override;
-  /// Point to point passes through untracked: only collectives are numbered alike on every rank.
+  /// Point-to-point calls are tracked apart from the collectives, which alone are numbered alike
+  /// on every rank.
   [[nodiscard]] bool point_to_point() const noexcept override { return inner_.point_to_point(); }
-  status send(const void* data, std::size_t bytes, int peer) override { return inner_.send(data, bytes, peer); }
-  status recv(void* data, std::size_t bytes, int peer) override { return inner_.recv(data, bytes, peer); }
+  status send(const void* data, std::size_t bytes, int peer) override;
+  status recv(void* data, std::size_t bytes, int peer) override;
   void abort() noexcept override { inner_.abort(); }
   [[nodiscard]] bool aborted() const noexcept override { return inner_.aborted(); }
 

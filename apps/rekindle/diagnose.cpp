@@ -58,6 +58,8 @@ void print_hang(const hang& h, bool with_stack) {
   if (!seq.empty() && seq != "0")
     std::cout << "  collective #" << seq << " (" << field(v, "collective_kind") << "): waiting in it: "
               << or_none(field(v, "waiting")) << "; never entered it: " << or_none(field(v, "missing")) << "\n";
+  if (!field(v, "p2p_waiting").empty())
+    std::cout << "  point to point, rank < the rank it waits for: " << field(v, "p2p_waiting") << "\n";
   if (!field(v, "unknown").empty())
     std::cout << "  no position reported by: " << field(v, "unknown") << "\n";
   if (!h.stack) {

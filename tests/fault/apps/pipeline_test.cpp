@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <cmath>
+#include <thread>
 
 #include "tests/support/cluster.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -70,6 +71,37 @@ TEST(pipeline, two_stage_pipelines_train_like_data_parallelism_and_a_killed_stag
   EXPECT_EQ(report["recoveries"][0]["rank"], 1);
   EXPECT_EQ(report["recoveries"][0]["node"], "n0") << "restarted in place";
   EXPECT_EQ(testing::bits(testing::final_loss(report)), testing::bits(loss)) << c.log("n0");
+}
+
+TEST(pipeline, a_hung_stage_is_named_by_the_stage_that_waits_for_it_and_only_it_restarts) {
+  const auto reference = run_to_the_end(pipeline_options());
+  ASSERT_FALSE(HasFailure());
+  testing::local_cluster c{pipeline_options()};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(40, 120s)) << c.log("n0");
+  // Rank 1, the last stage of replica 0, stops before its next step: rank 0 waits for its
+  // gradients point to point, replica 1 (ranks 2, 3) in the gradients' all-reduce.
+  const auto r = c.admin({"hang", "rank", "1", "--yes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  testing::process_result d;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    d = c.admin({"diagnose", "hang"});
+    if (d.out.find("hang of rank") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("hang of rank 1 on n0"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("1 rank waits point to point for it"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("recv from rank 1"), std::string::npos) << d.out;  // inside, or failed at its deadline
+  EXPECT_NE(d.out.find("point to point, rank < the rank it waits for: 0<1"), std::string::npos) << d.out;
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  for (const auto& rank : report["ranks"])
+    EXPECT_EQ(rank["restarts"], rank["rank"] == 1 ? 1 : 0) << report["ranks"].dump(2) << c.log("n0");
+  EXPECT_EQ(testing::bits(testing::final_loss(report)), testing::bits(testing::final_loss(reference))) << c.log("n0");
 }
 
 TEST(pipeline, a_lost_node_without_a_spare_leaves_one_whole_pipeline_that_trains_to_the_end) {

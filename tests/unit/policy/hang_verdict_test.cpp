@@ -36,6 +36,35 @@ TEST(hang_verdict, the_rank_that_never_entered_the_collective_is_named_against_t
   EXPECT_EQ(f.at("collective_kind"), "allreduce");
 }
 
+TEST(hang_verdict, pipeline_stages_waiting_point_to_point_name_the_stage_they_wait_for) {
+  // Replica 0 of stages 0-1: rank 1 stopped in its forward pass, rank 0 waits for its gradient;
+  // replica 1 (ranks 2, 3) waits in the gradients' all-reduce.
+  auto waiting_for_1 = at(7, collective_phase::done, 9s);
+  waiting_for_1.p2p = {collective_kind::recv, collective_phase::inside, 1, 8s};
+  auto stopped = at(7, collective_phase::done, 9s);
+  stopped.p2p = {collective_kind::send, collective_phase::done, 0, 8s};
+  const std::vector<rank_report> ranks = {{rank_id{0}, waiting_for_1},
+                                          {rank_id{1}, stopped},
+                                          {rank_id{2}, at(8, collective_phase::inside, 5s)},
+                                          {rank_id{3}, at(8, collective_phase::inside, 5s)}};
+  const auto v = judge_hang(ranks, rank_id{1});
+  ASSERT_EQ(v.p2p_waiting.size(), 1u);
+  EXPECT_EQ(v.p2p_waiting[0].rank, rank_id{0});
+  EXPECT_EQ(v.p2p_waiting[0].peer, rank_id{1});
+  EXPECT_EQ(v.text,
+            "rank 1 never entered collective #8 (allreduce): its last was #7 (done for 9.00 s); 1 rank waits point to "
+            "point for it; ranks 2, 3 waited in collective #8 (allreduce), ranks 0, 1 never entered it; point to point, "
+            "rank 0 is inside recv from rank 1 for 8.00 s");
+  const auto fv = v.fields();
+  const std::map<std::string, std::string> f(fv.begin(), fv.end());
+  EXPECT_EQ(f.at("p2p_waiting"), "0<1");
+  // A finished send waits for nobody; a failed recv still does.
+  waiting_for_1.p2p.phase = collective_phase::failed;
+  const auto failed = judge_hang({{rank_id{0}, waiting_for_1}, {rank_id{1}, stopped}}, rank_id{1});
+  ASSERT_EQ(failed.p2p_waiting.size(), 1u);
+  EXPECT_NE(failed.text.find("rank 0 is failed in recv from rank 1"), std::string::npos) << failed.text;
+}
+
 TEST(hang_verdict, a_rank_stuck_inside_a_collective_is_said_to_be_inside) {
   const std::vector<rank_report> ranks = {{rank_id{0}, at(3, collective_phase::inside, 20s, collective_kind::barrier)},
                                           {rank_id{1}, at(3, collective_phase::inside, 20s, collective_kind::barrier)}};
