@@ -512,6 +512,26 @@ TEST_F(store_fixture, a_truncated_or_malformed_value_names_the_field) {
   }
 }
 
+TEST_F(store_fixture, a_membership_of_record_version_1_reads_with_no_pipeline_split) {
+  { auto s = open(); }
+  // As written before memberships kept the split: epoch 3, no ranks, no spares in use.
+  std::string epoch(8, '\0');
+  epoch[0] = 3;
+  raw_put(db_path(), "member/" + be64(3), sealed(std::string{"\x04\x01", 2} + epoch + std::string(8, '\0')));
+  auto s = open();
+  auto m = s->latest_membership();
+  ASSERT_TRUE(m.has_value() && m->has_value()) << m.to_status();
+  EXPECT_EQ((*m)->epoch, epoch_t{3});
+  EXPECT_TRUE((*m)->ranks.empty());
+  EXPECT_TRUE((*m)->stages.empty());
+  // Version 3 is not one this build reads.
+  s.reset();
+  raw_put(db_path(), "member/" + be64(4), sealed(std::string{"\x04\x03", 2} + epoch + std::string(8, '\0')));
+  s = open();
+  const auto st = s->latest_membership().to_status();
+  EXPECT_NE(st.message().find("record version 3 is not one this build reads (1..2)"), std::string::npos) << st;
+}
+
 TEST_F(store_fixture, a_corrupt_event_fails_the_read_that_reaches_it) {
   {
     auto s = open();
