@@ -35,9 +35,9 @@ std::vector<std::uint32_t> to_every_stage(const std::vector<std::uint32_t>& per_
   return out;
 }
 
-// With pipeline stages (job.stages) every stage of a replica runs the replica's micro-batches, and a
-// replica runs at its slowest stage's rate: shares are planned per replica from the lowest rate of
-// its ranks and given to each of them. Rates are per rank; p = 1 plans per rank.
+// With pipeline stages (the split in force: job.stages, or a re-plan's) every stage of a replica
+// runs the replica's micro-batches, and a replica runs at its slowest stage's rate: shares are
+// planned per replica from the lowest rate of its ranks and given to each of them. Rates are per rank; p = 1 plans per rank.
 expected<std::vector<std::uint32_t>> share_over_replicas(const std::vector<double>& rates, std::uint32_t p,
                                                          std::uint32_t total) {
   if (p <= 1)
