@@ -47,6 +47,104 @@ void snapshot_registry::holder_list::resize(std::size_t k) {
   n_ = static_cast<std::uint32_t>(k);
 }
 
+snapshot_registry::record_id snapshot_registry::record_pool::copy_of(record_id from) {
+  record_id id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<record_id>(records_.size());
+    records_.emplace_back();
+    refs_.push_back(0);
+  }
+  records_[id] = records_[from];  // a freed record keeps its capacity
+  return id;
+}
+
+void snapshot_registry::record_pool::unref(record_id id, std::uint32_t n, bool deferred) {
+  if (id == no_copies)
+    return;
+  refs_[id] -= n;
+  if (refs_[id] == 0) {
+    if (deferred)
+      deferred_.push_back(id);
+    else
+      release(id);
+  }
+}
+
+void snapshot_registry::record_pool::release_deferred() {
+  for (const auto id : deferred_)
+    if (refs_[id] == 0)
+      release(id);
+  deferred_.clear();
+}
+
+void snapshot_registry::record_pool::release(record_id id) {
+  records_[id].clear();
+  free_.push_back(id);
+}
+
+snapshot_registry::rank_copies& snapshot_registry::own_record(world_copies& w, std::uint32_t r) {
+  if (r >= w.ranks.size())
+    w.ranks.resize(std::size_t{r} + 1, no_copies);
+  const auto id = w.ranks[r];
+  if (id == no_copies || pool_.refs(id) > 1) {
+    const auto mine = pool_.copy_of(id);
+    pool_.ref(mine);
+    pool_.unref(id);
+    w.ranks[r] = mine;
+  }
+  return pool_[w.ranks[r]];
+}
+
+template <class Changes, class Apply>
+void snapshot_registry::update_all(world_copies& w, std::span<const rank_slot> placement,
+                                   std::span<const node_id> holder_of_node, copy_kind where, bool grow,
+                                   Changes changes, Apply apply) {
+  // The ranks of a node come one after the other in the placement and share their record: the
+  // change is worked out once for them, and each of them only takes the new record's id.
+  record_id last_old = ~record_id{0};
+  record_id last_new = no_copies;
+  node_id last_holder{~std::uint32_t{0}};
+  for (const auto& slot : placement) {
+    const node_id holder_node = holder_of_node.empty()                          ? slot.node
+                                : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
+                                                                                : node_id{~std::uint32_t{0}};
+    if (holder_node.value() >= up_.size())
+      continue;
+    const auto r = slot.rank.value();
+    if (r >= w.ranks.size()) {
+      if (!grow)
+        continue;
+      w.ranks.resize(std::size_t{r} + 1, no_copies);
+    }
+    const auto id = w.ranks[r];
+    if (id != last_old || holder_node != last_holder) {
+      last_old = id;
+      last_holder = holder_node;
+      const holder h{holder_node, where};
+      if (!changes(pool_[id], h)) {
+        last_new = id;
+      } else {
+        last_new = pool_.copy_of(id);
+        apply(pool_[last_new], h);
+        if (pool_[last_new].empty()) {
+          pool_.discard(last_new);  // no copies left: the shared empty record
+          last_new = no_copies;
+        }
+      }
+    }
+    if (last_new != id) {
+      pool_.ref(last_new);
+      // An old record freed here is reused only after the pass: ids seen in it stay unique.
+      pool_.unref(id, 1, true);
+      w.ranks[r] = last_new;
+    }
+  }
+  pool_.release_deferred();
+}
+
 void snapshot_registry::set_up(node_id n, bool up) {
   if (n.value() >= up_.size())
     return;
@@ -57,12 +155,13 @@ void snapshot_registry::set_up(node_id n, bool up) {
 
 void snapshot_registry::forget_node(node_id n) {
   // A step no live node holds any more is gone from the record.
-  for (auto& [gen, w] : copies_)
-    for (auto& steps : w.ranks)
-      std::erase_if(steps, [&](step_copies& c) {
-        c.holders.erase_if([&](const holder& h) { return h.node == n; });
-        return c.holders.empty();
-      });
+  // Every rank sharing a record loses the same copies: each record changes once, in place.
+  pool_.for_each_live([&](rank_copies& steps) {
+    std::erase_if(steps, [&](step_copies& c) {
+      c.holders.erase_if([&](const holder& h) { return h.node == n; });
+      return c.holders.empty();
+    });
+  });
 }
 
 const snapshot_registry::step_copies* snapshot_registry::find(const rank_copies& steps, step_t s) {
@@ -117,9 +216,11 @@ bool snapshot_registry::on_held(const snapshot_report& r) {
   if (gen == gen_of_epoch_.end() || r.holder.value() >= up_.size())
     return false;
   auto& w = copies_[gen->second];
-  if (r.rank.value() >= w.ranks.size())
-    w.ranks.resize(r.rank.value() + 1);
-  record(w.ranks[r.rank.value()], gen->second, r.step, {r.holder, r.where});
+  const holder h{r.holder, r.where};
+  const auto* known = rank_of(w, r.rank.value());
+  const auto* at = known != nullptr ? find(*known, r.step) : nullptr;
+  if (at == nullptr || !at->holders.contains(h))
+    record(own_record(w, r.rank.value()), gen->second, r.step, h);
   return maybe_commit(gen->second, r.step);
 }
 
@@ -130,17 +231,14 @@ bool snapshot_registry::on_held_all(epoch_t e, step_t s, copy_kind where, std::s
     return false;
   auto& w = copies_[gen->second];
   bool any = false;
-  for (const auto& slot : placement) {
-    const node_id holder_node = holder_of_node.empty()                          ? slot.node
-                                : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
-                                                                                : node_id{~std::uint32_t{0}};
-    if (holder_node.value() >= up_.size())
-      continue;
-    if (slot.rank.value() >= w.ranks.size())
-      w.ranks.resize(slot.rank.value() + 1);
-    record(w.ranks[slot.rank.value()], gen->second, s, {holder_node, where});
-    any = true;
-  }
+  update_all(
+      w, placement, holder_of_node, where, true,
+      [&](const rank_copies& steps, holder h) {
+        any = true;
+        const auto* at = find(steps, s);
+        return at == nullptr || !at->holders.contains(h);
+      },
+      [&](rank_copies& steps, holder h) { record(steps, gen->second, s, h); });
   // The per-rank reports could commit only at the last one that completes the step: one check.
   return any && maybe_commit(gen->second, s);
 }
@@ -158,13 +256,13 @@ void snapshot_registry::on_dropped_all(epoch_t e, step_t s, copy_kind where, std
   auto w = copies_.find(gen->second);
   if (w == copies_.end())
     return;
-  for (const auto& slot : placement) {
-    const node_id holder_node = holder_of_node.empty()                          ? slot.node
-                                : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
-                                                                                : node_id{~std::uint32_t{0}};
-    if (holder_node.value() < up_.size() && slot.rank.value() < w->second.ranks.size())
-      forget_copy(w->second.ranks[slot.rank.value()], s, {holder_node, where});
-  }
+  update_all(
+      w->second, placement, holder_of_node, where, false,
+      [&](const rank_copies& steps, holder h) {
+        const auto* at = find(steps, s);
+        return at != nullptr && at->holders.contains(h);
+      },
+      [&](rank_copies& steps, holder h) { forget_copy(steps, s, h); });
 }
 
 void snapshot_registry::forget_restore_copy(rank_id old_rank, step_t step, node_id holder_node, copy_kind where) {
@@ -175,7 +273,15 @@ void snapshot_registry::forget_copy(std::uint32_t gen, rank_id r, step_t step, h
   auto w = copies_.find(gen);
   if (w == copies_.end() || r.value() >= w->second.ranks.size())
     return;
-  forget_copy(w->second.ranks[r.value()], step, h);
+  const auto* at = find(pool_[w->second.ranks[r.value()]], step);
+  if (at == nullptr || !at->holders.contains(h))
+    return;
+  auto& steps = own_record(w->second, r.value());
+  forget_copy(steps, step, h);
+  if (steps.empty()) {
+    pool_.unref(w->second.ranks[r.value()]);
+    w->second.ranks[r.value()] = no_copies;
+  }
 }
 
 void snapshot_registry::forget_copy(rank_copies& steps, step_t step, holder h) {
@@ -197,13 +303,17 @@ bool snapshot_registry::held_in_every_slot(step_t step) const {
   auto w = copies_.find(gen_);
   if (w == copies_.end() || w->second.world == 0)
     return false;
+  auto checked = ~record_id{0};  // ranks that share a record share the answer
   for (std::uint32_t r = 0; r < w->second.world; ++r) {
+    if (r < w->second.ranks.size() && w->second.ranks[r] == checked)
+      continue;
     const auto* steps = rank_of(w->second, r);
     const auto* c = steps != nullptr ? find(*steps, step) : nullptr;
     if (c == nullptr || std::none_of(c->holders.begin(), c->holders.end(), [&](const holder& h) {
           return h.where == copy_kind::local_slot && up(h.node);
         }))
       return false;
+    checked = w->second.ranks[r];
   }
   return true;
 }
@@ -225,7 +335,10 @@ void snapshot_registry::on_checkpoint_committed(step_t step, std::uint32_t world
 bool snapshot_registry::held_everywhere(const world_copies& w, step_t s, std::size_t copies) const {
   if (w.world == 0)
     return false;
+  auto checked = ~record_id{0};  // ranks that share a record share the answer
   for (std::uint32_t r = 0; r < w.world; ++r) {
+    if (r < w.ranks.size() && w.ranks[r] == checked)
+      continue;
     const auto* steps = rank_of(w, r);
     const auto* c = steps != nullptr ? find(*steps, s) : nullptr;
     if (c == nullptr)
@@ -240,6 +353,7 @@ bool snapshot_registry::held_everywhere(const world_copies& w, step_t s, std::si
       }
     if (live_nodes < copies)
       return false;
+    checked = w.ranks[r];
   }
   return true;
 }
@@ -280,19 +394,29 @@ std::optional<restore_choice> snapshot_registry::choose_from_memory() const {
       c.step = step->step;
       c.world = w.world;
       bool complete = true;
+      c.sources.reserve(w.world);
+      // Ranks that share a record share the best holder.
+      auto chosen_for = ~record_id{0};
+      std::optional<holder> best;
       for (std::uint32_t r = 0; r < w.world && complete; ++r) {
-        const auto* steps = rank_of(w, r);
-        const auto* at = steps != nullptr ? find(*steps, step->step) : nullptr;
-        // Prefer the rank's own slot, then a replica, then disk; always a live holder.
-        std::optional<state_source> best;
-        if (at != nullptr)
-          for (const auto& h : at->holders)
-            if (up(h.node) && (!best || h.where < best->where))
-              best = state_source{rank_id{r}, h.node, h.where};
+        if (r >= w.ranks.size()) {
+          complete = false;
+          break;
+        }
+        if (w.ranks[r] != chosen_for) {
+          chosen_for = w.ranks[r];
+          const auto* at = find(pool_[chosen_for], step->step);
+          // Prefer the rank's own slot, then a replica, then disk; always a live holder.
+          best.reset();
+          if (at != nullptr)
+            for (const auto& h : at->holders)
+              if (up(h.node) && (!best || h.where < best->where))
+                best = h;
+        }
         if (!best)
           complete = false;
         else
-          c.sources.push_back(*best);
+          c.sources.push_back(state_source{rank_id{r}, best->node, best->where});
       }
       if (complete)
         return c;
@@ -320,7 +444,7 @@ std::string snapshot_registry::missing_copies() const {
   if (first == nullptr || first->empty())
     return "rank 0 of the " + std::to_string(w.world) + "-rank world holds none on a live node";
   for (std::uint32_t r = 1; r < w.world; ++r)
-    if (steps_of_rank(r) != steps_of_rank(0))
+    if (!(r < w.ranks.size() && w.ranks[r] == w.ranks[0]) && steps_of_rank(r) != steps_of_rank(0))
       return "of the " + std::to_string(w.world) + "-rank world, rank 0 holds steps " + steps_of_rank(0) + " and rank " +
              std::to_string(r) + " holds " + steps_of_rank(r) + " on live nodes";
   return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + steps_of_rank(0);
@@ -332,12 +456,16 @@ std::optional<step_t> snapshot_registry::complete_step(const world_copies& w) co
     return std::nullopt;
   for (auto step = first->rbegin(); step != first->rend(); ++step) {
     bool all = true;
+    auto checked = ~record_id{0};  // ranks that share a record share the answer
     for (std::uint32_t r = 0; r < w.world && all; ++r) {
       const auto* steps = rank_of(w, r);
       if (steps == nullptr)
         return std::nullopt;
+      if (w.ranks[r] == checked)
+        continue;
       const auto* at = find(*steps, step->step);
       all = at != nullptr && live(*at);
+      checked = w.ranks[r];
     }
     if (all)
       return step->step;
@@ -362,10 +490,17 @@ std::size_t snapshot_registry::prune() {
   }
   std::size_t forgotten = 0;
   for (auto it = copies_.begin(); it != copies_.end() && it->first < keep_from;) {
-    it = copies_.erase(it);
+    it = erase_world(it);
     ++forgotten;
   }
   return forgotten;
+}
+
+std::map<std::uint32_t, snapshot_registry::world_copies>::iterator snapshot_registry::erase_world(
+    std::map<std::uint32_t, world_copies>::iterator it) {
+  for (const auto id : it->second.ranks)
+    pool_.unref(id);
+  return copies_.erase(it);
 }
 
 }  // namespace rekindle::policy

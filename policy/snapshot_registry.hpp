@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -161,6 +162,7 @@ class snapshot_registry {
     [[nodiscard]] const holder* end() const noexcept { return data() + n_; }
     [[nodiscard]] bool empty() const noexcept { return n_ == 0; }
     [[nodiscard]] std::size_t size() const noexcept { return n_; }
+    [[nodiscard]] bool contains(holder h) const noexcept { return std::find(begin(), end(), h) != end(); }
     /// Adds `h` in order unless it is there.
     void insert(holder h);
     /// Removes the holders `pred` holds for.
@@ -200,10 +202,55 @@ class snapshot_registry {
   };
   /// A rank's steps, oldest first (a few: the window bounds them).
   using rank_copies = std::vector<step_copies>;
+
+  /// The copies of a rank are kept in a record that every rank with the same copies shares: the
+  /// ranks of one node report the same steps to the same holders, so a world of 65,536 ranks on
+  /// 8,192 nodes has about 8,192 distinct records, and a change that reaches them all (a node
+  /// lost, a step held everywhere) costs one update per record and one id per rank. A record
+  /// shared by several ranks is copied before a change that reaches only some of them.
+  using record_id = std::uint32_t;
+  /// The record of a rank without copies; never changed, not counted.
+  static constexpr record_id no_copies = 0;
+  class record_pool {
+   public:
+    record_pool() : records_(1), refs_(1, 0) {}
+    [[nodiscard]] const rank_copies& operator[](record_id id) const noexcept { return records_[id]; }
+    [[nodiscard]] rank_copies& operator[](record_id id) noexcept { return records_[id]; }
+    /// A new record holding a copy of `from`'s steps, with no rank counted yet.
+    record_id copy_of(record_id from);
+    void ref(record_id id, std::uint32_t n = 1) noexcept {
+      if (id != no_copies)
+        refs_[id] += n;
+    }
+    /// One rank fewer has `id`; the last one frees it (unless `deferred`: then once
+    /// release_deferred() runs, so that an id freed in a bulk pass is not reused within it).
+    void unref(record_id id, std::uint32_t n = 1, bool deferred = false);
+    void release_deferred();
+    /// Frees `id`, which no rank has (a record made and found empty).
+    void discard(record_id id) {
+      if (id != no_copies && refs_[id] == 0)
+        release(id);
+    }
+    [[nodiscard]] std::uint32_t refs(record_id id) const noexcept { return refs_[id]; }
+    /// f(rank_copies&) for every record some rank has.
+    template <class F>
+    void for_each_live(F&& f) {
+      for (std::size_t id = 1; id < records_.size(); ++id)
+        if (refs_[id] > 0)
+          f(records_[id]);
+    }
+
+   private:
+    void release(record_id id);
+    std::vector<rank_copies> records_;
+    std::vector<std::uint32_t> refs_;
+    std::vector<record_id> free_;
+    std::vector<record_id> deferred_;
+  };
   struct world_copies {
     std::uint32_t world = 0;
-    /// By rank id (0 .. world - 1).
-    std::vector<rank_copies> ranks;
+    /// Each rank's record, by rank id (0 .. world - 1; shorter until every rank reported).
+    std::vector<record_id> ranks;
   };
 
   /// Records one copy among a rank's steps, keeping the rank's window.
@@ -212,17 +259,28 @@ class snapshot_registry {
   bool maybe_commit(std::uint32_t gen, step_t s);
   void forget_copy(std::uint32_t gen, rank_id r, step_t step, holder h);
   static void forget_copy(rank_copies& steps, step_t step, holder h);
+  /// Rank r's record, made its own (copied when other ranks share it, made when it has none).
+  rank_copies& own_record(world_copies& w, std::uint32_t r);
+  /// The change `apply` makes to the copies of every rank of `placement` whose node maps to a
+  /// holder (as on_held_all), done once per record and holder: ranks with the same record and
+  /// holder get the same new one. `changes(steps, h)` says whether apply would change anything.
+  template <class Changes, class Apply>
+  void update_all(world_copies& w, std::span<const rank_slot> placement, std::span<const node_id> holder_of_node,
+                  copy_kind where, bool grow, Changes changes, Apply apply);
   /// The entry of `s` among `steps`, or null.
   [[nodiscard]] static const step_copies* find(const rank_copies& steps, step_t s);
   [[nodiscard]] const rank_copies* rank_of(const world_copies& w, std::uint32_t r) const {
-    return r < w.ranks.size() ? &w.ranks[r] : nullptr;
+    return r < w.ranks.size() ? &pool_[w.ranks[r]] : nullptr;
   }
   /// Whether some holder of `c` is up.
   [[nodiscard]] bool live(const step_copies& c) const;
   [[nodiscard]] std::optional<restore_choice> choose_from_memory() const;
   [[nodiscard]] std::optional<step_t> complete_step(const world_copies& w) const;
   [[nodiscard]] bool held_everywhere(const world_copies& w, step_t s, std::size_t copies) const;
+  /// Drops world generation `it` and its ranks' hold on their records.
+  std::map<std::uint32_t, world_copies>::iterator erase_world(std::map<std::uint32_t, world_copies>::iterator it);
 
+  record_pool pool_;
   std::vector<bool> up_;
   /// A new world generation begins with every change of the rank numbering.
   std::uint32_t gen_ = 0;

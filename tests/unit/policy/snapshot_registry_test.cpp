@@ -1,0 +1,193 @@
+// snapshot_registry keeps one record for every group of ranks whose copies are alike. These tests
+// hold it to the rank-by-rank reports it stands for: the same histories reported per rank to one
+// registry and in bulk to another give the same answers to every question, and a change to one
+// rank of a group does not reach the others.
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "policy/snapshot_registry.hpp"
+
+namespace rekindle::policy {
+namespace {
+
+constexpr std::uint32_t nodes = 6;
+constexpr std::uint32_t ranks_per_node = 3;
+
+std::vector<rank_slot> placement_of(std::uint32_t world, std::uint32_t first_node = 0) {
+  std::vector<rank_slot> out;
+  for (std::uint32_t r = 0; r < world; ++r)
+    out.push_back(rank_slot{rank_id{r}, node_id{(first_node + r / ranks_per_node) % nodes}, r % ranks_per_node});
+  return out;
+}
+
+node_id holder_for(const rank_slot& s, std::span<const node_id> holder_of_node) {
+  if (holder_of_node.empty())
+    return s.node;
+  return s.node.value() < holder_of_node.size() ? holder_of_node[s.node.value()] : node_id{~std::uint32_t{0}};
+}
+
+// Two registries fed the same history: `single` one report per rank, `bulk` the bulk calls.
+struct pair_of_registries {
+  snapshot_registry single{nodes};
+  snapshot_registry bulk{nodes};
+  std::vector<rank_slot> placement;
+
+  void set_up(node_id n, bool up) {
+    single.set_up(n, up);
+    bulk.set_up(n, up);
+  }
+  void begin_epoch(epoch_t e, std::vector<rank_slot> p, bool renumbered) {
+    placement = std::move(p);
+    single.begin_epoch(e, static_cast<std::uint32_t>(placement.size()), renumbered);
+    bulk.begin_epoch(e, static_cast<std::uint32_t>(placement.size()), renumbered);
+  }
+  void held_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node) {
+    bool committed = false;
+    for (const auto& slot : placement) {
+      const auto h = holder_for(slot, holder_of_node);
+      if (h.value() < nodes)
+        committed = single.on_held(snapshot_report{e, slot.rank, s, h, where}) || committed;
+    }
+    EXPECT_EQ(bulk.on_held_all(e, s, where, placement, holder_of_node), committed);
+  }
+  void dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node) {
+    for (const auto& slot : placement) {
+      const auto h = holder_for(slot, holder_of_node);
+      if (h.value() < nodes)
+        single.on_dropped(snapshot_report{e, slot.rank, s, h, where});
+    }
+    bulk.on_dropped_all(e, s, where, placement, holder_of_node);
+  }
+  void held_one(const snapshot_report& r) { EXPECT_EQ(bulk.on_held(r), single.on_held(r)); }
+  void dropped_one(const snapshot_report& r) {
+    single.on_dropped(r);
+    bulk.on_dropped(r);
+  }
+
+  void expect_same(const std::string& where) const {
+    SCOPED_TRACE(where);
+    EXPECT_EQ(bulk.committed(), single.committed());
+    const auto a = single.choose_restore();
+    const auto b = bulk.choose_restore();
+    ASSERT_EQ(b.has_value(), a.has_value());
+    if (a) {
+      EXPECT_EQ(b->gen, a->gen);
+      EXPECT_EQ(b->step, a->step);
+      EXPECT_EQ(b->world, a->world);
+      EXPECT_EQ(b->sources, a->sources);
+    }
+    EXPECT_EQ(bulk.missing_copies(), single.missing_copies());
+    for (std::uint32_t r = 0; r < nodes * ranks_per_node; ++r)
+      EXPECT_EQ(bulk.steps_of(rank_id{r}), single.steps_of(rank_id{r})) << "rank " << r;
+    for (std::uint64_t s = 0; s <= 40; s += 5)
+      EXPECT_EQ(bulk.held_in_every_slot(step_t{s}), single.held_in_every_slot(step_t{s})) << "step " << s;
+  }
+};
+
+TEST(snapshot_registry, records_shared_by_alike_ranks_answer_as_rank_by_rank_reports_do) {
+  // Random histories: snapshots held and dropped in bulk and one rank at a time, nodes lost and
+  // back, worlds renumbered and pruned.
+  for (std::uint32_t seed = 1; seed <= 25; ++seed) {
+    std::mt19937 rng{seed};
+    const auto pick = [&](std::uint32_t n) { return std::uniform_int_distribution<std::uint32_t>{0, n - 1}(rng); };
+    pair_of_registries regs;
+    for (std::uint32_t n = 0; n < nodes; ++n)
+      regs.set_up(node_id{n}, true);
+    std::uint64_t epoch = 1;
+    regs.begin_epoch(epoch_t{epoch}, placement_of(nodes * ranks_per_node), true);
+    std::uint64_t step = 0;
+    for (int op = 0; op < 300; ++op) {
+      const auto e = epoch_t{epoch - pick(2) % epoch};  // now and then a copy of the epoch before
+      // The buddy of each node, or none for some.
+      std::vector<node_id> buddy(nodes);
+      for (std::uint32_t n = 0; n < nodes; ++n)
+        buddy[n] = pick(6) == 0 ? node_id{~std::uint32_t{0}} : node_id{(n + 1 + pick(2)) % nodes};
+      switch (pick(10)) {
+        case 0:
+        case 1:
+        case 2:
+          step += 5;
+          regs.held_all(e, step_t{step}, copy_kind::local_slot, {});
+          break;
+        case 3:
+          regs.held_all(e, step_t{step}, copy_kind::buddy_replica, buddy);
+          break;
+        case 4:
+          regs.dropped_all(e, step_t{step - 5 * pick(4) % (step + 1)}, pick(2) ? copy_kind::local_slot : copy_kind::buddy_replica,
+                           pick(2) ? std::span<const node_id>{} : std::span<const node_id>{buddy});
+          break;
+        case 5: {
+          const auto r = rank_id{pick(static_cast<std::uint32_t>(regs.placement.size()))};
+          const auto h = node_id{pick(nodes)};
+          if (pick(2))
+            regs.held_one(snapshot_report{e, r, step_t{step}, h, copy_kind::local_slot});
+          else
+            regs.dropped_one(snapshot_report{e, r, step_t{step - 5 * pick(3) % (step + 1)}, h, copy_kind::local_slot});
+          break;
+        }
+        case 6: {
+          const auto n = node_id{pick(nodes)};
+          regs.set_up(n, !regs.single.up(n));
+          break;
+        }
+        case 7: {
+          // A new epoch: the same world (ranks restarted in place), or a renumbered one, shifted
+          // onto other nodes and sometimes smaller.
+          ++epoch;
+          const bool renumber = pick(3) == 0;
+          const auto world = renumber ? (nodes - pick(3)) * ranks_per_node : static_cast<std::uint32_t>(regs.placement.size());
+          regs.begin_epoch(epoch_t{epoch}, placement_of(world, pick(nodes)), renumber);
+          break;
+        }
+        case 8:
+          EXPECT_EQ(regs.bulk.prune(), regs.single.prune());
+          break;
+        default:
+          regs.single.on_checkpoint_committed(step_t{step}, static_cast<std::uint32_t>(regs.placement.size()));
+          regs.bulk.on_checkpoint_committed(step_t{step}, static_cast<std::uint32_t>(regs.placement.size()));
+          break;
+      }
+      regs.expect_same("seed " + std::to_string(seed) + ", operation " + std::to_string(op));
+      if (::testing::Test::HasFailure())
+        return;
+    }
+  }
+}
+
+TEST(snapshot_registry, a_copy_dropped_by_one_rank_of_a_group_stays_with_the_others) {
+  snapshot_registry reg{3};
+  for (std::uint32_t n = 0; n < 3; ++n)
+    reg.set_up(node_id{n}, true);
+  const auto placement = placement_of(6);  // ranks 0-2 on n0, 3-5 on n1
+  reg.begin_epoch(epoch_t{1}, 6, true);
+  (void)reg.on_held_all(epoch_t{1}, step_t{5}, copy_kind::local_slot, placement, {});
+  const std::vector<node_id> buddy{node_id{1}, node_id{2}, node_id{0}};
+  EXPECT_TRUE(reg.on_held_all(epoch_t{1}, step_t{5}, copy_kind::buddy_replica, placement, buddy));
+  EXPECT_EQ(reg.committed(), step_t{5});
+  // Rank 1's slot copy is dropped: ranks 0 and 2, which shared its record, keep theirs.
+  reg.on_dropped(snapshot_report{epoch_t{1}, rank_id{1}, step_t{5}, node_id{0}, copy_kind::local_slot});
+  EXPECT_TRUE(reg.held_in_every_slot(step_t{5}) == false);
+  auto choice = reg.choose_restore();
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->sources[0], (state_source{rank_id{0}, node_id{0}, copy_kind::local_slot}));
+  EXPECT_EQ(choice->sources[1], (state_source{rank_id{1}, node_id{1}, copy_kind::buddy_replica}));
+  EXPECT_EQ(choice->sources[2], (state_source{rank_id{2}, node_id{0}, copy_kind::local_slot}));
+  // Rank 1's replica goes too: no complete step is left, and the event says which rank lacks it.
+  reg.on_dropped(snapshot_report{epoch_t{1}, rank_id{1}, step_t{5}, node_id{1}, copy_kind::buddy_replica});
+  EXPECT_FALSE(reg.choose_restore().has_value());
+  EXPECT_EQ(reg.steps_of(rank_id{1}), std::vector<step_t>{});
+  EXPECT_EQ(reg.steps_of(rank_id{2}), std::vector<step_t>{step_t{5}});
+  EXPECT_EQ(reg.missing_copies(), "of the 6-rank world, rank 0 holds steps 5 and rank 1 holds none on live nodes");
+  // Losing n1 takes the replicas of ranks 0-2 and the slots of ranks 3-5, whatever record they share.
+  reg.set_up(node_id{1}, false);
+  EXPECT_EQ(reg.steps_of(rank_id{0}), std::vector<step_t>{step_t{5}});
+  EXPECT_EQ(reg.steps_of(rank_id{3}), std::vector<step_t>{step_t{5}}) << "its replica on n2";
+  reg.set_up(node_id{2}, false);
+  EXPECT_EQ(reg.steps_of(rank_id{3}), std::vector<step_t>{});
+  EXPECT_EQ(reg.steps_of(rank_id{0}), std::vector<step_t>{step_t{5}});
+}
+
+}  // namespace
+}  // namespace rekindle::policy
