@@ -86,8 +86,7 @@ void snapshot_registry::record_pool::release(record_id id) {
 }
 
 snapshot_registry::rank_copies& snapshot_registry::own_record(world_copies& w, std::uint32_t r) {
-  if (r >= w.ranks.size())
-    w.ranks.resize(std::size_t{r} + 1, no_copies);
+  ensure_rank(w, r);
   const auto id = w.ranks[r];
   if (id == no_copies || pool_.refs(id) > 1) {
     const auto mine = pool_.copy_of(id);
@@ -96,6 +95,28 @@ snapshot_registry::rank_copies& snapshot_registry::own_record(world_copies& w, s
     w.ranks[r] = mine;
   }
   return pool_[w.ranks[r]];
+}
+
+void snapshot_registry::ensure_rank(world_copies& w, std::uint32_t r) {
+  if (r >= w.ranks.size()) {
+    w.ranks.resize(std::size_t{r} + 1, no_copies);
+    w.home.resize(std::size_t{r} + 1, no_homes);
+  }
+}
+
+snapshot_registry::holder snapshot_registry::encode(world_copies& w, std::uint32_t r, holder h, bool assign) {
+  auto& hs = w.home[r];
+  for (std::uint32_t k = 0; k < hs.size(); ++k) {
+    if (hs[k] == h.node)
+      return holder{node_id{home_marker + k}, h.where};
+    if (hs[k] == no_homes[k]) {
+      if (!assign)
+        break;
+      hs[k] = h.node;
+      return holder{node_id{home_marker + k}, h.where};
+    }
+  }
+  return h;
 }
 
 template <class Changes, class Apply>
@@ -117,32 +138,48 @@ void snapshot_registry::update_all(world_copies& w, std::span<const rank_slot> p
     if (r >= w.ranks.size()) {
       if (!grow)
         continue;
-      w.ranks.resize(std::size_t{r} + 1, no_copies);
+      ensure_rank(w, r);
     }
+    // Named as the rank's record names it: ranks whose copies lie on their own homes share the
+    // change, whichever nodes those are.
+    const holder h = encode(w, r, holder{holder_node, where}, grow);
     const auto id = w.ranks[r];
-    if (id != last_old || holder_node != last_holder) {
+    if (id != last_old || h.node != last_holder) {
       last_old = id;
-      last_holder = holder_node;
-      const holder h{holder_node, where};
-      if (!changes(pool_[id], h)) {
-        last_new = id;
-      } else {
-        last_new = pool_.copy_of(id);
-        apply(pool_[last_new], h);
-        if (pool_[last_new].empty()) {
-          pool_.discard(last_new);  // no copies left: the shared empty record
-          last_new = no_copies;
-        }
-      }
+      last_holder = h.node;
+      last_new = changes(pool_[id], h) ? changed_copy(id, [&](rank_copies& steps) { apply(steps, h); }) : id;
     }
-    if (last_new != id) {
-      pool_.ref(last_new);
-      // An old record freed here is reused only after the pass: ids seen in it stay unique.
-      pool_.unref(id, 1, true);
-      w.ranks[r] = last_new;
-    }
+    reassign(w, r, last_new);
   }
   pool_.release_deferred();
+}
+
+template <class Apply>
+snapshot_registry::record_id snapshot_registry::changed_copy(record_id from, Apply apply) {
+  const auto id = pool_.copy_of(from);
+  apply(pool_[id]);
+  if (!pool_[id].empty())
+    return id;
+  pool_.discard(id);  // no copies left: the shared empty record
+  return no_copies;
+}
+
+void snapshot_registry::reassign(world_copies& w, std::uint32_t r, record_id to) {
+  const auto from = w.ranks[r];
+  if (from == to)
+    return;
+  pool_.ref(to);
+  // An old record freed here is reused only after the pass: ids seen in it stay unique.
+  pool_.unref(from, 1, true);
+  w.ranks[r] = to;
+}
+
+template <class Gone>
+void snapshot_registry::erase_holders(rank_copies& steps, Gone gone) {
+  std::erase_if(steps, [&](step_copies& c) {
+    c.holders.erase_if(gone);
+    return c.holders.empty();  // a step no live node holds any more is gone from the record
+  });
 }
 
 void snapshot_registry::set_up(node_id n, bool up) {
@@ -154,14 +191,35 @@ void snapshot_registry::set_up(node_id n, bool up) {
 }
 
 void snapshot_registry::forget_node(node_id n) {
-  // A step no live node holds any more is gone from the record.
-  // Every rank sharing a record loses the same copies: each record changes once, in place.
-  pool_.for_each_live([&](rank_copies& steps) {
-    std::erase_if(steps, [&](step_copies& c) {
-      c.holders.erase_if([&](const holder& h) { return h.node == n; });
-      return c.holders.empty();
-    });
-  });
+  // Copies a record names by the node's id: every rank sharing it loses them, so each record
+  // changes once, in place.
+  pool_.for_each_live([&](rank_copies& steps) { erase_holders(steps, [&](const holder& h) { return h.node == n; }); });
+  // Copies on a home: only the ranks whose home the node is lose them (once per record they share).
+  for (auto& [gen, w] : copies_) {
+    auto last_old = ~record_id{0};
+    std::uint32_t last_mask = 0;
+    record_id last_new = no_copies;
+    for (std::uint32_t r = 0; r < w.ranks.size(); ++r) {
+      const auto mask = (w.home[r][0] == n ? 1u : 0u) | (w.home[r][1] == n ? 2u : 0u);
+      const auto id = w.ranks[r];
+      if (mask == 0 || id == no_copies)
+        continue;
+      const auto gone = [&](const holder& h) {
+        return h.node.value() >= home_marker && h.node.value() - home_marker < 2 &&
+               (mask & (1u << (h.node.value() - home_marker))) != 0;
+      };
+      if (id != last_old || mask != last_mask) {
+        last_old = id;
+        last_mask = mask;
+        const bool any = std::any_of(pool_[id].begin(), pool_[id].end(), [&](const step_copies& c) {
+          return std::any_of(c.holders.begin(), c.holders.end(), gone);
+        });
+        last_new = any ? changed_copy(id, [&](rank_copies& steps) { erase_holders(steps, gone); }) : id;
+      }
+      reassign(w, r, last_new);
+    }
+    pool_.release_deferred();
+  }
 }
 
 const snapshot_registry::step_copies* snapshot_registry::find(const rank_copies& steps, step_t s) {
@@ -169,8 +227,8 @@ const snapshot_registry::step_copies* snapshot_registry::find(const rank_copies&
   return it != steps.end() && it->step == s ? &*it : nullptr;
 }
 
-bool snapshot_registry::live(const step_copies& c) const {
-  return std::any_of(c.holders.begin(), c.holders.end(), [&](const holder& h) { return up(h.node); });
+bool snapshot_registry::live(const homes& hs, const step_copies& c) const {
+  return std::any_of(c.holders.begin(), c.holders.end(), [&](const holder& h) { return up(resolve(hs, h.node)); });
 }
 
 void snapshot_registry::record(rank_copies& steps, std::uint32_t gen, step_t s, holder h) {
@@ -216,7 +274,8 @@ bool snapshot_registry::on_held(const snapshot_report& r) {
   if (gen == gen_of_epoch_.end() || r.holder.value() >= up_.size())
     return false;
   auto& w = copies_[gen->second];
-  const holder h{r.holder, r.where};
+  ensure_rank(w, r.rank.value());
+  const holder h = encode(w, r.rank.value(), holder{r.holder, r.where}, true);
   const auto* known = rank_of(w, r.rank.value());
   const auto* at = known != nullptr ? find(*known, r.step) : nullptr;
   if (at == nullptr || !at->holders.contains(h))
@@ -273,6 +332,7 @@ void snapshot_registry::forget_copy(std::uint32_t gen, rank_id r, step_t step, h
   auto w = copies_.find(gen);
   if (w == copies_.end() || r.value() >= w->second.ranks.size())
     return;
+  h = encode(w->second, r.value(), h, false);
   const auto* at = find(pool_[w->second.ranks[r.value()]], step);
   if (at == nullptr || !at->holders.contains(h))
     return;
@@ -303,17 +363,20 @@ bool snapshot_registry::held_in_every_slot(step_t step) const {
   auto w = copies_.find(gen_);
   if (w == copies_.end() || w->second.world == 0)
     return false;
-  auto checked = ~record_id{0};  // ranks that share a record share the answer
+  // Ranks with the same record and homes share the answer.
+  auto checked = ~record_id{0};
+  auto checked_homes = no_homes;
   for (std::uint32_t r = 0; r < w->second.world; ++r) {
-    if (r < w->second.ranks.size() && w->second.ranks[r] == checked)
+    if (r < w->second.ranks.size() && w->second.ranks[r] == checked && w->second.home[r] == checked_homes)
       continue;
     const auto* steps = rank_of(w->second, r);
     const auto* c = steps != nullptr ? find(*steps, step) : nullptr;
     if (c == nullptr || std::none_of(c->holders.begin(), c->holders.end(), [&](const holder& h) {
-          return h.where == copy_kind::local_slot && up(h.node);
+          return h.where == copy_kind::local_slot && up(resolve(w->second.home[r], h.node));
         }))
       return false;
     checked = w->second.ranks[r];
+    checked_homes = w->second.home[r];
   }
   return true;
 }
@@ -335,25 +398,28 @@ void snapshot_registry::on_checkpoint_committed(step_t step, std::uint32_t world
 bool snapshot_registry::held_everywhere(const world_copies& w, step_t s, std::size_t copies) const {
   if (w.world == 0)
     return false;
-  auto checked = ~record_id{0};  // ranks that share a record share the answer
+  // Ranks with the same record and homes share the answer.
+  auto checked = ~record_id{0};
+  auto checked_homes = no_homes;
+  std::vector<node_id> nodes;
   for (std::uint32_t r = 0; r < w.world; ++r) {
-    if (r < w.ranks.size() && w.ranks[r] == checked)
+    if (r < w.ranks.size() && w.ranks[r] == checked && w.home[r] == checked_homes)
       continue;
     const auto* steps = rank_of(w, r);
     const auto* c = steps != nullptr ? find(*steps, s) : nullptr;
     if (c == nullptr)
       return false;
-    // Distinct live holders: the list is sorted by node, so a node's copies are adjacent.
-    std::size_t live_nodes = 0;
-    std::optional<node_id> last;
-    for (const auto& h : c->holders)
-      if (up(h.node) && h.node != last) {
-        ++live_nodes;
-        last = h.node;
-      }
-    if (live_nodes < copies)
+    // Distinct live holders (a home and a node id may name the same node).
+    nodes.clear();
+    for (const auto& h : c->holders) {
+      const auto n = resolve(w.home[r], h.node);
+      if (up(n) && std::find(nodes.begin(), nodes.end(), n) == nodes.end())
+        nodes.push_back(n);
+    }
+    if (nodes.size() < copies)
       return false;
     checked = w.ranks[r];
+    checked_homes = w.home[r];
   }
   return true;
 }
@@ -395,23 +461,28 @@ std::optional<restore_choice> snapshot_registry::choose_from_memory() const {
       c.world = w.world;
       bool complete = true;
       c.sources.reserve(w.world);
-      // Ranks that share a record share the best holder.
+      // Ranks with the same record and homes share the best holder.
       auto chosen_for = ~record_id{0};
+      auto chosen_homes = no_homes;
       std::optional<holder> best;
       for (std::uint32_t r = 0; r < w.world && complete; ++r) {
         if (r >= w.ranks.size()) {
           complete = false;
           break;
         }
-        if (w.ranks[r] != chosen_for) {
+        if (w.ranks[r] != chosen_for || w.home[r] != chosen_homes) {
           chosen_for = w.ranks[r];
+          chosen_homes = w.home[r];
           const auto* at = find(pool_[chosen_for], step->step);
-          // Prefer the rank's own slot, then a replica, then disk; always a live holder.
+          // Prefer the rank's own slot, then a replica, then disk, then the lowest node id;
+          // always a live holder.
           best.reset();
           if (at != nullptr)
-            for (const auto& h : at->holders)
-              if (up(h.node) && (!best || h.where < best->where))
-                best = h;
+            for (const auto& h : at->holders) {
+              const holder x{resolve(chosen_homes, h.node), h.where};
+              if (up(x.node) && (!best || std::pair{x.where, x.node} < std::pair{best->where, best->node}))
+                best = x;
+            }
         }
         if (!best)
           complete = false;
@@ -436,7 +507,7 @@ std::string snapshot_registry::missing_copies() const {
     std::string out;
     if (const auto* steps = rank_of(w, r))
       for (const auto& c : *steps)
-        if (live(c))
+        if (live(w.home[r], c))
           out += (out.empty() ? "" : ", ") + std::to_string(c.step.value());
     return out.empty() ? std::string{"none"} : out;
   };
@@ -444,7 +515,8 @@ std::string snapshot_registry::missing_copies() const {
   if (first == nullptr || first->empty())
     return "rank 0 of the " + std::to_string(w.world) + "-rank world holds none on a live node";
   for (std::uint32_t r = 1; r < w.world; ++r)
-    if (!(r < w.ranks.size() && w.ranks[r] == w.ranks[0]) && steps_of_rank(r) != steps_of_rank(0))
+    if (!(r < w.ranks.size() && w.ranks[r] == w.ranks[0] && w.home[r] == w.home[0]) &&
+        steps_of_rank(r) != steps_of_rank(0))
       return "of the " + std::to_string(w.world) + "-rank world, rank 0 holds steps " + steps_of_rank(0) + " and rank " +
              std::to_string(r) + " holds " + steps_of_rank(r) + " on live nodes";
   return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + steps_of_rank(0);
@@ -456,16 +528,19 @@ std::optional<step_t> snapshot_registry::complete_step(const world_copies& w) co
     return std::nullopt;
   for (auto step = first->rbegin(); step != first->rend(); ++step) {
     bool all = true;
-    auto checked = ~record_id{0};  // ranks that share a record share the answer
+    // Ranks with the same record and homes share the answer.
+    auto checked = ~record_id{0};
+    auto checked_homes = no_homes;
     for (std::uint32_t r = 0; r < w.world && all; ++r) {
       const auto* steps = rank_of(w, r);
       if (steps == nullptr)
         return std::nullopt;
-      if (w.ranks[r] == checked)
+      if (w.ranks[r] == checked && w.home[r] == checked_homes)
         continue;
       const auto* at = find(*steps, step->step);
-      all = at != nullptr && live(*at);
+      all = at != nullptr && live(w.home[r], *at);
       checked = w.ranks[r];
+      checked_homes = w.home[r];
     }
     if (all)
       return step->step;

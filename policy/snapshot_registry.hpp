@@ -247,11 +247,30 @@ class snapshot_registry {
     std::vector<record_id> free_;
     std::vector<record_id> deferred_;
   };
+  /// A holder in a record is a node id, or one of a rank's two home nodes: ranks of different
+  /// nodes whose copies lie alike (each on its own node's slot and its node's buddy) share a
+  /// record that names their homes, and each rank reads its own.
+  static constexpr std::uint32_t home_marker = 0xFFFFFFF0u;
+  using homes = std::array<node_id, 2>;
+  static constexpr homes no_homes{node_id{~std::uint32_t{0}}, node_id{~std::uint32_t{0}}};
   struct world_copies {
     std::uint32_t world = 0;
     /// Each rank's record, by rank id (0 .. world - 1; shorter until every rank reported).
     std::vector<record_id> ranks;
+    /// Each rank's home nodes: the first two nodes that held a copy of it, for good.
+    std::vector<homes> home;
   };
+  /// Rank r has a record (no copies) and homes (none yet).
+  static void ensure_rank(world_copies& w, std::uint32_t r);
+  /// `h` as rank r's record names it: a home of r as its marker, another node by its id. With
+  /// `assign`, a node becomes a home of r while r has fewer than two.
+  [[nodiscard]] static holder encode(world_copies& w, std::uint32_t r, holder h, bool assign);
+  /// The node a holder of rank r's record names.
+  [[nodiscard]] static node_id resolve(const homes& hs, node_id n) noexcept {
+    return n.value() >= home_marker && n.value() - home_marker < hs.size() ? hs[n.value() - home_marker] : n;
+  }
+  /// Whether some holder of `c`, read with homes `hs`, is up.
+  [[nodiscard]] bool live(const homes& hs, const step_copies& c) const;
 
   /// Records one copy among a rank's steps, keeping the rank's window.
   void record(rank_copies& steps, std::uint32_t gen, step_t s, holder h);
@@ -267,13 +286,19 @@ class snapshot_registry {
   template <class Changes, class Apply>
   void update_all(world_copies& w, std::span<const rank_slot> placement, std::span<const node_id> holder_of_node,
                   copy_kind where, bool grow, Changes changes, Apply apply);
+  /// A new record: `from`'s steps changed by `apply(rank_copies&)`; no_copies when none are left.
+  template <class Apply>
+  record_id changed_copy(record_id from, Apply apply);
+  /// Rank r takes record `to` (in a pass over many ranks: its old one is freed after the pass).
+  void reassign(world_copies& w, std::uint32_t r, record_id to);
+  /// Removes the holders `gone` names from every step, and the steps left without one.
+  template <class Gone>
+  static void erase_holders(rank_copies& steps, Gone gone);
   /// The entry of `s` among `steps`, or null.
   [[nodiscard]] static const step_copies* find(const rank_copies& steps, step_t s);
   [[nodiscard]] const rank_copies* rank_of(const world_copies& w, std::uint32_t r) const {
     return r < w.ranks.size() ? &pool_[w.ranks[r]] : nullptr;
   }
-  /// Whether some holder of `c` is up.
-  [[nodiscard]] bool live(const step_copies& c) const;
   [[nodiscard]] std::optional<restore_choice> choose_from_memory() const;
   [[nodiscard]] std::optional<step_t> complete_step(const world_copies& w) const;
   [[nodiscard]] bool held_everywhere(const world_copies& w, step_t s, std::size_t copies) const;
