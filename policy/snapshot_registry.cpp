@@ -128,6 +128,7 @@ void snapshot_registry::update_all(world_copies& w, std::span<const rank_slot> p
   record_id last_old = ~record_id{0};
   record_id last_new = no_copies;
   node_id last_holder{~std::uint32_t{0}};
+  std::uint32_t moved = 0;  // ranks of the current run that took last_new instead of last_old
   for (const auto& slot : placement) {
     const node_id holder_node = holder_of_node.empty()                          ? slot.node
                                 : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
@@ -145,12 +146,17 @@ void snapshot_registry::update_all(world_copies& w, std::span<const rank_slot> p
     const holder h = encode(w, r, holder{holder_node, where}, grow);
     const auto id = w.ranks[r];
     if (id != last_old || h.node != last_holder) {
+      move_ranks(last_old, last_new, moved);
       last_old = id;
       last_holder = h.node;
       last_new = changes(pool_[id], h) ? changed_copy(id, [&](rank_copies& steps) { apply(steps, h); }) : id;
     }
-    reassign(w, r, last_new);
+    if (last_new != id) {
+      w.ranks[r] = last_new;
+      ++moved;
+    }
   }
+  move_ranks(last_old, last_new, moved);
   pool_.release_deferred();
 }
 
@@ -164,14 +170,13 @@ snapshot_registry::record_id snapshot_registry::changed_copy(record_id from, App
   return no_copies;
 }
 
-void snapshot_registry::reassign(world_copies& w, std::uint32_t r, record_id to) {
-  const auto from = w.ranks[r];
-  if (from == to)
+void snapshot_registry::move_ranks(record_id from, record_id to, std::uint32_t& ranks) {
+  if (ranks == 0)
     return;
-  pool_.ref(to);
+  pool_.ref(to, ranks);
   // An old record freed here is reused only after the pass: ids seen in it stay unique.
-  pool_.unref(from, 1, true);
-  w.ranks[r] = to;
+  pool_.unref(from, ranks, true);
+  ranks = 0;
 }
 
 template <class Gone>
@@ -199,6 +204,7 @@ void snapshot_registry::forget_node(node_id n) {
     auto last_old = ~record_id{0};
     std::uint32_t last_mask = 0;
     record_id last_new = no_copies;
+    std::uint32_t moved = 0;
     for (std::uint32_t r = 0; r < w.ranks.size(); ++r) {
       const auto mask = (w.home[r][0] == n ? 1u : 0u) | (w.home[r][1] == n ? 2u : 0u);
       const auto id = w.ranks[r];
@@ -209,6 +215,7 @@ void snapshot_registry::forget_node(node_id n) {
                (mask & (1u << (h.node.value() - home_marker))) != 0;
       };
       if (id != last_old || mask != last_mask) {
+        move_ranks(last_old, last_new, moved);
         last_old = id;
         last_mask = mask;
         const bool any = std::any_of(pool_[id].begin(), pool_[id].end(), [&](const step_copies& c) {
@@ -216,8 +223,12 @@ void snapshot_registry::forget_node(node_id n) {
         });
         last_new = any ? changed_copy(id, [&](rank_copies& steps) { erase_holders(steps, gone); }) : id;
       }
-      reassign(w, r, last_new);
+      if (last_new != id) {
+        w.ranks[r] = last_new;
+        ++moved;
+      }
     }
+    move_ranks(last_old, last_new, moved);
     pool_.release_deferred();
   }
 }

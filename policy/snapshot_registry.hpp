@@ -289,8 +289,9 @@ class snapshot_registry {
   /// A new record: `from`'s steps changed by `apply(rank_copies&)`; no_copies when none are left.
   template <class Apply>
   record_id changed_copy(record_id from, Apply apply);
-  /// Rank r takes record `to` (in a pass over many ranks: its old one is freed after the pass).
-  void reassign(world_copies& w, std::uint32_t r, record_id to);
+  /// `ranks` ranks (a run of a pass over many) took record `to` instead of `from`: counts them,
+  /// and frees `from` after the pass when no rank has it. Sets `ranks` to 0.
+  void move_ranks(record_id from, record_id to, std::uint32_t& ranks);
   /// Removes the holders `gone` names from every step, and the steps left without one.
   template <class Gone>
   static void erase_holders(rank_copies& steps, Gone gone);

@@ -219,6 +219,7 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
   ready_ = 0;
   ready_counted_ = epoch_;
   completed_.clear();
+  out.reserve(out.size() + placement_.size() + 4);  // a spawn per rank: grown once, not moved again and again
   out.push_back(note_event{"epoch", "epoch " + std::to_string(epoch_.value()) + ": " + why, {}, {}});
   out.push_back(persist_epoch{epoch_});
   out.push_back(abort_ranks{epoch_});
