@@ -35,18 +35,18 @@ void custody_model::begin_epoch(epoch_t e, step_t restore_step, bool new_world, 
   if (new_world || world_since_.value() == 0)
     world_since_ = e;
   // The cohort each node was in.
-  std::map<std::uint32_t, const cohort*> was;
+  std::vector<const cohort*> was(placement.size(), nullptr);
   for (const auto& c : cohorts_)
     for (auto n : c.nodes)
-      was[n] = &c;
+      if (n < was.size())
+        was[n] = &c;
   // Nodes that had the same cohort and keep the same things stay together.
   std::map<std::tuple<std::uint64_t, bool, bool>, std::size_t> made;
   std::vector<cohort> next;
   for (std::uint32_t n = 0; n < placement.size(); ++n) {
     if (placement[n] == 0)
       continue;
-    const auto it = was.find(n);
-    const cohort* old = it == was.end() ? nullptr : it->second;
+    const cohort* old = was[n];
     const bool memory = old != nullptr && n < memory_kept.size() && memory_kept[n] != 0;
     const bool buddy = old != nullptr && n < same_buddy.size() && same_buddy[n] != 0;
     const auto key = std::tuple{old != nullptr ? old->id : 0, memory, buddy};
