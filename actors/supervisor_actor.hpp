@@ -224,7 +224,8 @@ class supervisor_actor : public caf::event_based_actor {
     return stages_.size() <= 1 ? 1 : static_cast<std::uint32_t>(stages_.size());
   }
   // ---- re-plans (supervisor_replan.cpp) ----
-  /// With job.plan_cluster and job.plan_model: reads them and hands the policy the re-plan.
+  /// With job.plan: hands the policy the return to the plan. With job.plan_cluster and
+  /// job.plan_model too: reads them and hands the policy the re-plan.
   void load_replanner();
   /// The plan for `placement` without node `lost`: planner::replan from the plan that runs (this
   /// placement in the split in force, its shares), with every node down lost. On success the split

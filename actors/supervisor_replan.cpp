@@ -1,7 +1,8 @@
 // The supervisor's re-plan: with job.plan and the planner's files it was made for, a node lost with
 // no free node to take its ranks is re-planned by the planner, starting from the plan that ran,
 // and the job goes on with the new plan's stages, placement and shares, restored from its
-// snapshots (a rank's state is the same whatever the split).
+// snapshots (a rank's state is the same whatever the split). Once the plan's nodes are all back,
+// the job returns to job.plan the same way.
 
 #include <spdlog/spdlog.h>
 
@@ -16,6 +17,14 @@ using namespace policy;
 
 void supervisor_actor::load_replanner() {
   const auto& job = ctx_->spec.job;
+  if (!job.plan_ranks.empty())
+    // Back to job.plan once its nodes are: its split and shares again.
+    policy_.set_plan_return([this] {
+      stages_ = ctx_->spec.job.stages;
+      planned_shares_ = ctx_->spec.job.plan_shares;
+      planned_world_ = ctx_->spec.job.plan_ranks.size();
+      spdlog::info("back to the plan of {}", ctx_->spec.job.plan.string());
+    });
   if (job.plan_cluster.empty())
     return;
   // The loader checked both files; a file changed since is said, and the job shrinks instead.

@@ -54,7 +54,11 @@ policy_config policy_config_of(const config::spec& s) {
 }
 
 supervisor_policy::supervisor_policy(policy_config config, const clock& time)
-    : config_(std::move(config)), clock_(time), nodes_(config_.nodes.size()), copies_(config_.nodes.size()) {}
+    : plan_multiple_(std::max<std::uint32_t>(config.world_multiple, 1)),
+      config_(std::move(config)),
+      clock_(time),
+      nodes_(config_.nodes.size()),
+      copies_(config_.nodes.size()) {}
 
 std::uint32_t supervisor_policy::restarts_of(rank_id r) const {
   const auto* it = ranks_.find(r);
@@ -248,7 +252,31 @@ std::vector<policy_action> supervisor_policy::on_node_up(node_id n) {
   if (state_ == job_state::waiting_for_nodes && !placement_.empty() && !first_return_)
     first_return_ = clock_.now();  // after a restart: the others have a node timeout from here
   maybe_leave_waiting(out);
+  maybe_return_to_plan(out, n);
   return out;
+}
+
+bool supervisor_policy::plan_is_back() const {
+  const auto& plan = config_.initial;
+  return plan_restored_ && !plan.empty() && placement_.size() < plan.size() &&
+         std::all_of(plan.begin(), plan.end(), [&](const rank_slot& s) { return placeable(s.node.value()); });
+}
+
+void supervisor_policy::return_to_plan(std::vector<policy_action>& out, const std::string& why, std::optional<node_id> node) {
+  const auto& plan = config_.initial;
+  plan_restored_();
+  config_.world_multiple = plan_multiple_;
+  out.push_back(note_event{"replanned",
+                           why + ": returned to the plan, from " + std::to_string(placement_.size()) + " to " +
+                               std::to_string(plan.size()) + " ranks in " + std::to_string(plan_multiple_) +
+                               "-stage pipelines",
+                           {}, node});
+  new_epoch(out, plan, {}, "back to the plan");
+}
+
+void supervisor_policy::maybe_return_to_plan(std::vector<policy_action>& out, node_id back) {
+  if (state_ == job_state::running && plan_is_back())
+    return_to_plan(out, config_.nodes[back.value()].name + " is back", back);
 }
 
 std::vector<policy_action> supervisor_policy::on_holdings_reported(node_id n) {
@@ -327,6 +355,8 @@ std::vector<policy_action> supervisor_policy::on_node_checked(node_id n, const n
   }
   if (judge(out, n.value(), was_quarantined))
     move_off_quarantined(out, n);
+  else
+    maybe_return_to_plan(out, n);
   return out;
 }
 
@@ -371,6 +401,7 @@ std::vector<policy_action> supervisor_policy::release(node_id n, const std::stri
   out.push_back(note_event{"node_released", config_.nodes[n.value()].name + " passed the " + check + " check: " + why +
                                                 "; its quarantine ends",
                            {}, n, v.fields});
+  maybe_return_to_plan(out, n);
   return out;
 }
 
@@ -869,7 +900,10 @@ std::vector<policy_action> supervisor_policy::resume() {
   std::vector<policy_action> out;
   if (state_ != job_state::paused)
     return out;
-  new_epoch(out, placement_, {}, "resumed");
+  if (plan_is_back())
+    return_to_plan(out, "resumed with every node of the plan up", std::nullopt);
+  else
+    new_epoch(out, placement_, {}, "resumed");
   return out;
 }
 

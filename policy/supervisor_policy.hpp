@@ -316,6 +316,13 @@ class supervisor_policy {
   /// A lost node whose ranks no free node can take asks `r` for a new plan (job.plan with the
   /// planner's files) instead of shrinking the world to whole pipelines of the same split.
   void set_replanner(replanner r) { replanner_ = std::move(r); }
+  /// With a planned placement (policy_config::initial, job.plan): once the world is smaller than
+  /// the plan's (a node was lost and the world re-planned or shrunk) and every node the plan
+  /// places is placeable again (a repaired node came back, passed its check or was released),
+  /// the job returns to the plan in a new epoch: the plan's placement, its stages as the world's
+  /// multiple (a paused job, when it resumes). `restored` is called first, so that the supervisor
+  /// takes the plan's split and shares again. Unset: no return (the world grows only by `scale`).
+  void set_plan_return(std::function<void()> restored) { plan_restored_ = std::move(restored); }
   /// The stages of a pipeline now (a reloaded world's split): the world is a whole number of them.
   void set_world_multiple(std::uint32_t m) { config_.world_multiple = std::max<std::uint32_t>(m, 1); }
   [[nodiscard]] std::uint32_t world_multiple() const noexcept { return config_.world_multiple; }
@@ -437,6 +444,16 @@ class supervisor_policy {
   /// the re-plan's placement (and its stages become the world's multiple).
   [[nodiscard]] placement_change placement_without(node_id n, const std::vector<rank_slot>& placement);
   replanner replanner_;
+  /// Whether the job may return to its planned placement (set_plan_return): the world is smaller
+  /// than the plan's and every node the plan places is placeable.
+  [[nodiscard]] bool plan_is_back() const;
+  /// Starts a new epoch in the planned placement and stages; `why` begins the event.
+  void return_to_plan(std::vector<policy_action>& out, const std::string& why, std::optional<node_id> node);
+  /// return_to_plan while training, when plan_is_back(); `back` is the node that came back.
+  void maybe_return_to_plan(std::vector<policy_action>& out, node_id back);
+  std::function<void()> plan_restored_;
+  /// The planned placement's stages (the world's multiple before any re-plan).
+  std::uint32_t plan_multiple_ = 1;
   [[nodiscard]] std::vector<std::optional<node_id>> buddies() const;
   void fail(std::vector<policy_action>& out, const std::string& why);
   void maybe_start(std::vector<policy_action>& out);

@@ -291,6 +291,86 @@ TEST(supervisor_policy, with_no_node_free_a_replanner_gives_the_new_world_and_it
   EXPECT_EQ(p.world(), 2u);
 }
 
+TEST(supervisor_policy, a_re_planned_world_returns_to_the_plan_once_its_nodes_are_back) {
+  fake_clock clock;
+  auto config = testing::small_cluster(4, false);
+  config.world_multiple = 2;
+  // A plan of two replicas of two stages, one device of each node.
+  config.initial = {{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}, {rank_id{2}, node_id{2}, 0},
+                    {rank_id{3}, node_id{3}, 0}};
+  supervisor_policy p{config, clock};
+  p.set_replanner([&](const std::vector<rank_slot>&, node_id) -> expected<replanned> {
+    return replanned{{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}, {rank_id{2}, node_id{2}, 0}}, 1, "d=3 p=1"};
+  });
+  int restored = 0;
+  p.set_plan_return([&] { ++restored; });
+  (void)start_job(p, 4);
+  snapshot_all(p, 10);
+  (void)p.on_node_lost(node_id{3}, "gone");
+  ASSERT_EQ(p.world(), 3u);
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  snapshot_all(p, 20);
+  // A node that was never gone reconnects: the plan's n3 is still down, nothing changes.
+  EXPECT_TRUE(all_of<note_event>(p.on_node_up(node_id{0})).empty());
+  EXPECT_EQ(p.world(), 3u);
+  EXPECT_EQ(restored, 0);
+  // n3 is back: the plan's placement and stages, in a new epoch that restores the 3-rank world.
+  const auto before = p.epoch();
+  const auto notes = all_of<note_event>(p.on_node_up(node_id{3}));
+  EXPECT_EQ(restored, 1);
+  const auto it = std::find_if(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "replanned"; });
+  ASSERT_NE(it, notes.end());
+  EXPECT_EQ(it->detail, "n3 is back: returned to the plan, from 3 to 4 ranks in 2-stage pipelines");
+  EXPECT_EQ(p.placement(), config.initial);
+  EXPECT_EQ(p.world_multiple(), 2u);
+  EXPECT_EQ(p.epoch(), before.next());
+  const auto starts = all_ready(p);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].restore_step, step_t{20});
+  EXPECT_EQ(starts[0].restore_world, 3u);
+  // Back in the plan, a node coming up again changes nothing.
+  EXPECT_TRUE(all_of<note_event>(p.on_node_up(node_id{3})).empty());
+  EXPECT_EQ(restored, 1);
+}
+
+TEST(supervisor_policy, the_return_to_the_plan_waits_for_a_quarantine_to_end_and_for_a_paused_job_to_resume) {
+  fake_clock clock;
+  auto config = testing::small_cluster(2, false);
+  config.initial = {{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}};
+  supervisor_policy p{config, clock};
+  int restored = 0;
+  p.set_plan_return([&] { ++restored; });
+  (void)start_job(p, 2);
+  snapshot_all(p, 10);
+  (void)p.on_node_lost(node_id{1}, "gone");
+  ASSERT_EQ(p.world(), 1u) << "shrunk without a re-planner";
+  // Back while the shrunk world is still in its rendezvous: not yet.
+  (void)p.on_node_up(node_id{1});
+  EXPECT_EQ(restored, 0);
+  EXPECT_EQ(p.world(), 1u);
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  // Quarantined, it does not count as back; released (a check it passed), it does.
+  (void)p.quarantine(node_id{1}, "straggler", "slow");
+  (void)p.on_node_up(node_id{1});
+  EXPECT_EQ(restored, 0);
+  (void)p.release(node_id{1}, "straggler", "fast again");
+  EXPECT_EQ(restored, 1);
+  EXPECT_EQ(p.world(), 2u);
+  // Paused, a return waits for the resume.
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  snapshot_all(p, 20);
+  (void)p.on_node_lost(node_id{1}, "gone again");
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  (void)p.pause();
+  (void)p.on_node_up(node_id{1});
+  EXPECT_EQ(restored, 1);
+  const auto notes = all_of<note_event>(p.resume());
+  EXPECT_EQ(restored, 2);
+  EXPECT_EQ(p.world(), 2u);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_EQ(notes[0].detail, "resumed with every node of the plan up: returned to the plan, from 1 to 2 ranks in 1-stage pipelines");
+}
+
 TEST(supervisor_policy, no_surviving_snapshot_restarts_from_step_zero_and_says_so) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};
