@@ -57,6 +57,8 @@ supervisor_actor::supervisor_actor(caf::actor_config& cfg, node_context* ctx, st
       node_addresses_(ctx->spec.nodes.size()) {}
 
 void supervisor_actor::on_exit() {
+  if (research_)
+    research_->stop.request_stop();  // its thread ends at once; the future waits for it
   write_status(finished_);
   if (store_)
     (void)store_->close();
@@ -378,8 +380,10 @@ caf::behavior supervisor_actor::make_behavior() {
               launch_check(std::move(all), 1.0, {}, std::nullopt, 0);
           }
         }
-        if (!finished_)
+        if (!finished_) {
+          poll_research();
           execute(policy_.on_tick());
+        }
         write_status(finished_);
         delayed_send(this, ctx_->spec.timeouts.heartbeat, tick_atom::value);
       },

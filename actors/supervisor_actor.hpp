@@ -2,17 +2,22 @@
 
 #include <caf/all.hpp>
 
+#include <future>
+
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <stop_token>
 #include <string>
 #include <vector>
 
 #include "actors/job_status.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
+#include "planner/plan.hpp"
 #include "planner/problem.hpp"
+#include "planner/search.hpp"
 #include "policy/checkpoint_coordinator.hpp"
 #include "policy/link_screen.hpp"
 #include "policy/recovery_meter.hpp"
@@ -231,6 +236,31 @@ class supervisor_actor : public caf::event_based_actor {
   /// placement in the split in force, its shares), with every node down lost. On success the split
   /// and shares in force become the new plan's.
   expected<policy::replanned> replan(const std::vector<policy::rank_slot>& placement, node_id lost);
+  /// A planner's plan the running job can take (tensor degree 1, the job's micro-batch size, no
+  /// recompute): its placement with the stages as multiple, the split and each replica's share.
+  struct runnable_plan {
+    policy::replanned replanned;
+    std::vector<std::uint32_t> stages;
+    std::vector<std::uint32_t> shares;
+  };
+  [[nodiscard]] expected<runnable_plan> runnable(const planner::plan& plan) const;
+  /// The split and shares in force become `p`'s.
+  void take_plan(runnable_plan p);
+  /// The full re-search after a re-plan: planner::search of the cluster without the lost nodes,
+  /// on a thread of its own; the tick takes its result (poll_research). A plan it finds that is
+  /// predicted at least research_gain faster than the re-plan's replaces it, if the world is
+  /// still the re-plan's.
+  struct research {
+    std::stop_source stop;
+    std::future<expected<planner::search_result>> result;
+    /// The re-plan's placement and predicted step time.
+    std::vector<policy::rank_slot> placement;
+    double step_time = 0;
+  };
+  std::optional<research> research_;
+  static constexpr double research_gain = 0.05;
+  void start_research(planner::problem reduced, std::vector<policy::rank_slot> placement, double step_time);
+  void poll_research();
   /// The planner's problem of job.plan_cluster and job.plan_model; nothing without them.
   std::optional<planner::problem> replan_problem_;
   /// Each configured node's index in the planner's cluster (-1: not in it), and back.

@@ -1,15 +1,19 @@
 // The supervisor's re-plan: with job.plan and the planner's files it was made for, a node lost with
 // no free node to take its ranks is re-planned by the planner, starting from the plan that ran,
 // and the job goes on with the new plan's stages, placement and shares, restored from its
-// snapshots (a rank's state is the same whatever the split). Once the plan's nodes are all back,
-// the job returns to job.plan the same way.
+// snapshots (a rank's state is the same whatever the split). Meanwhile the planner's full search
+// of the nodes left runs on a thread, and a plan it finds that is clearly faster replaces the
+// re-plan's. Once the plan's nodes are all back, the job returns to job.plan the same way.
 
 #include <spdlog/spdlog.h>
+
+#include <cstdio>
 
 #include "actors/supervisor_actor.hpp"
 #include "config/planner_files.hpp"
 #include "planner/cost.hpp"
 #include "planner/replan.hpp"
+#include "planner/search.hpp"
 
 namespace rekindle::actors {
 
@@ -102,35 +106,101 @@ expected<replanned> supervisor_actor::replan(const std::vector<rank_slot>& place
       gone.push_back({static_cast<std::uint32_t>(planner_node_[n]), std::nullopt});
   RK_ASSIGN_OR_RETURN(auto result, planner::replan(problem, current, gone));
   const auto& best = result.plans.front();
-  if (best.micro_batch_size != spec.job.micro_batch || best.recompute)
-    return status{errc::failed_precondition, "the planner's plan " + best.shape() + " changes the micro-batch size or "
+  RK_ASSIGN_OR_RETURN(auto taken, runnable(best));
+  taken.replanned.note += ": " + result.how;
+  auto out = taken.replanned;
+  take_plan(std::move(taken));
+  spdlog::info("re-planned: {}", out.note);
+  start_research(std::move(result.reduced), out.placement, best.step_time);
+  return out;
+}
+
+expected<supervisor_actor::runnable_plan> supervisor_actor::runnable(const planner::plan& plan) const {
+  const auto& spec = ctx_->spec;
+  if (plan.micro_batch_size != spec.job.micro_batch || plan.recompute)
+    return status{errc::failed_precondition, "the planner's plan " + plan.shape() + " changes the micro-batch size or "
                                              "recomputes, which the running job cannot"};
-  std::vector<std::uint32_t> stages;
-  for (const auto& s : best.stages) {
+  runnable_plan out;
+  for (const auto& s : plan.stages) {
     if (s.tensor != 1)
-      return status{errc::failed_precondition, "the planner's plan " + best.shape() + " is tensor parallel"};
-    stages.push_back(s.layers);
+      return status{errc::failed_precondition, "the planner's plan " + plan.shape() + " is tensor parallel"};
+    out.stages.push_back(s.layers);
   }
-  replanned out;
-  out.world_multiple = best.pipeline();
-  std::vector<std::uint32_t> shares;
-  for (std::size_t r = 0; r < best.replicas.size(); ++r) {
-    for (std::uint32_t s = 0; s < best.pipeline(); ++s) {
-      const auto& at = best.replicas[r].stages[s];
-      out.placement.push_back({rank_id{static_cast<std::uint32_t>(out.placement.size())}, config_node_.at(at.node),
-                               at.devices.front()});
+  out.replanned.world_multiple = plan.pipeline();
+  for (const auto& replica : plan.replicas) {
+    for (std::uint32_t s = 0; s < plan.pipeline(); ++s) {
+      const auto& at = replica.stages[s];
+      out.replanned.placement.push_back({rank_id{static_cast<std::uint32_t>(out.replanned.placement.size())},
+                                         config_node_.at(at.node), at.devices.front()});
     }
-    shares.push_back(best.replicas[r].micro_batches);
+    out.shares.push_back(replica.micro_batches);
   }
   std::string split;
-  for (const auto blocks : stages)
+  for (const auto blocks : out.stages)
     split += (split.empty() ? "" : ", ") + std::to_string(blocks);
-  out.note = best.shape() + ", stages [" + split + "]: " + result.how;
-  stages_ = std::move(stages);  // one entry, the whole model, for no pipeline: the ranks are told
-  planned_shares_ = std::move(shares);
-  planned_world_ = out.placement.size();
-  spdlog::info("re-planned: {}", out.note);
+  out.replanned.note = plan.shape() + ", stages [" + split + "]";
   return out;
+}
+
+void supervisor_actor::take_plan(runnable_plan p) {
+  stages_ = std::move(p.stages);  // one entry, the whole model, for no pipeline: the ranks are told
+  planned_shares_ = std::move(p.shares);
+  planned_world_ = p.replanned.placement.size();
+}
+
+void supervisor_actor::start_research(planner::problem reduced, std::vector<rank_slot> placement, double step_time) {
+  if (research_)
+    research_->stop.request_stop();  // a re-plan of a re-plan: the older search is moot
+  research next;
+  next.placement = std::move(placement);
+  next.step_time = step_time;
+  next.result = std::async(std::launch::async, [problem = std::move(reduced), stop = next.stop.get_token()] {
+    planner::search_options options;
+    options.stop = stop;
+    options.budget = std::chrono::seconds{10};
+    return planner::search(problem, options);
+  });
+  research_ = std::move(next);
+}
+
+void supervisor_actor::poll_research() {
+  using namespace std::chrono_literals;
+  if (!research_ || research_->result.wait_for(0s) != std::future_status::ready)
+    return;
+  auto ended = std::move(*research_);
+  research_.reset();
+  auto found = ended.result.get();
+  if (!found) {
+    event("replan_search", "the full re-search after the re-plan found no plan: " + found.error().message());
+    return;
+  }
+  if (policy_.state() != job_state::running || policy_.placement() != ended.placement) {
+    event("replan_search", "the full re-search ended after the world changed again: its plans are not used");
+    return;
+  }
+  for (const auto& plan : found->plans) {
+    auto taken = runnable(plan);
+    if (!taken)
+      continue;  // the next shape, if one runs here
+    char figures[96];
+    std::snprintf(figures, sizeof figures, "predicted step %.3f s against the re-plan's %.3f s", plan.step_time,
+                  ended.step_time);
+    if (plan.step_time > ended.step_time * (1 - research_gain)) {
+      event("replan_search", std::string{"the full re-search found no plan 5% faster than the re-plan's: its best, "} +
+                                 taken->replanned.note + ", " + figures);
+      return;
+    }
+    const auto note = "the full re-search found a faster plan for the same nodes: " + taken->replanned.note + ", " +
+                      figures + "; switching from " + std::to_string(ended.placement.size()) + " to " +
+                      std::to_string(taken->replanned.placement.size()) + " ranks";
+    auto replanned = taken->replanned;
+    take_plan(std::move(*taken));
+    spdlog::info("{}", note);
+    execute(policy_.adopt_plan(replanned, note));
+    return;
+  }
+  event("replan_search", "the full re-search found no plan the running job can take (tensor parallel, recomputed or "
+                         "another micro-batch size)");
 }
 
 }  // namespace rekindle::actors

@@ -274,6 +274,16 @@ void supervisor_policy::return_to_plan(std::vector<policy_action>& out, const st
   new_epoch(out, plan, {}, "back to the plan");
 }
 
+std::vector<policy_action> supervisor_policy::adopt_plan(const replanned& plan, const std::string& why) {
+  std::vector<policy_action> out;
+  if (state_ != job_state::running || plan.placement.empty())
+    return out;
+  config_.world_multiple = std::max<std::uint32_t>(plan.world_multiple, 1);
+  out.push_back(note_event{"replanned", why, {}, {}});
+  new_epoch(out, plan.placement, {}, "a better plan");
+  return out;
+}
+
 void supervisor_policy::maybe_return_to_plan(std::vector<policy_action>& out, node_id back) {
   if (state_ == job_state::running && plan_is_back())
     return_to_plan(out, config_.nodes[back.value()].name + " is back", back);

@@ -316,6 +316,10 @@ class supervisor_policy {
   /// A lost node whose ranks no free node can take asks `r` for a new plan (job.plan with the
   /// planner's files) instead of shrinking the world to whole pipelines of the same split.
   void set_replanner(replanner r) { replanner_ = std::move(r); }
+  /// A better plan for the same nodes than the one in force (the full re-search after a re-plan):
+  /// a new epoch in its placement, its stages as the world's multiple, restored from the newest
+  /// snapshot; `why` is the event's text (kind replanned). Nothing unless the job is training.
+  std::vector<policy_action> adopt_plan(const replanned& plan, const std::string& why);
   /// With a planned placement (policy_config::initial, job.plan): once the world is smaller than
   /// the plan's (a node was lost and the world re-planned or shrunk) and every node the plan
   /// places is placeable again (a repaired node came back, passed its check or was released),

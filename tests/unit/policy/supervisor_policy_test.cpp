@@ -333,6 +333,32 @@ TEST(supervisor_policy, a_re_planned_world_returns_to_the_plan_once_its_nodes_ar
   EXPECT_EQ(restored, 1);
 }
 
+TEST(supervisor_policy, a_better_plan_for_the_same_nodes_is_adopted_only_while_the_job_trains) {
+  fake_clock clock;
+  auto config = testing::small_cluster(2, false);
+  supervisor_policy p{config, clock};
+  (void)start_job(p, 2);
+  snapshot_all(p, 10);
+  // Two ranks of one stage each become one pipeline of two stages over both nodes.
+  const replanned better{{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}}, 2, "d=1 p=2"};
+  const auto before = p.epoch();
+  const auto notes = all_of<note_event>(p.adopt_plan(better, "the full re-search found a faster plan"));
+  ASSERT_FALSE(notes.empty());
+  EXPECT_EQ(notes[0].kind, "replanned");
+  EXPECT_EQ(notes[0].detail, "the full re-search found a faster plan");
+  EXPECT_EQ(p.epoch(), before.next());
+  EXPECT_EQ(p.placement(), better.placement);
+  EXPECT_EQ(p.world_multiple(), 2u);
+  const auto starts = all_ready(p);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].restore_step, step_t{10}) << "from the newest snapshot of the world before";
+  EXPECT_EQ(starts[0].restore_world, 4u);
+  // Paused: nothing.
+  (void)p.pause();
+  EXPECT_TRUE(p.adopt_plan(better, "again").empty());
+  EXPECT_EQ(p.state(), job_state::paused);
+}
+
 TEST(supervisor_policy, the_return_to_the_plan_waits_for_a_quarantine_to_end_and_for_a_paused_job_to_resume) {
   fake_clock clock;
   auto config = testing::small_cluster(2, false);
