@@ -154,11 +154,15 @@ void supervisor_actor::start_research(planner::problem reduced, std::vector<rank
   research next;
   next.placement = std::move(placement);
   next.step_time = step_time;
-  next.result = std::async(std::launch::async, [problem = std::move(reduced), stop = next.stop.get_token()] {
+  next.result = std::async(std::launch::async, [problem = std::move(reduced), stop = next.stop.get_token()]() -> expected<planner::search_result> {
     planner::search_options options;
     options.stop = stop;
     options.budget = std::chrono::seconds{10};
-    return planner::search(problem, options);
+    try {
+      return planner::search(problem, options);
+    } catch (const std::exception& e) {  // out of memory, above all: the daemon goes on
+      return status{errc::resource_exhausted, std::string{"the search failed: "} + e.what()};
+    }
   });
   research_ = std::move(next);
 }
