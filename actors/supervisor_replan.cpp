@@ -171,6 +171,8 @@ void supervisor_actor::poll_research() {
   using namespace std::chrono_literals;
   if (!research_ || research_->result.wait_for(0s) != std::future_status::ready)
     return;
+  if (policy_.state() == job_state::rendezvous && policy_.placement() == research_->placement)
+    return;  // the re-plan's epoch is still starting: its verdict waits for it
   auto ended = std::move(*research_);
   research_.reset();
   auto found = ended.result.get();
@@ -179,7 +181,8 @@ void supervisor_actor::poll_research() {
     return;
   }
   if (policy_.state() != job_state::running || policy_.placement() != ended.placement) {
-    event("replan_search", "the full re-search ended after the world changed again: its plans are not used");
+    event("replan_search", "the full re-search ended after the world changed again or the job stopped training: its "
+                           "plans are not used");
     return;
   }
   for (const auto& plan : found->plans) {
