@@ -3,7 +3,6 @@
 #include <caf/all.hpp>
 
 #include <future>
-
 #include <map>
 #include <memory>
 #include <optional>

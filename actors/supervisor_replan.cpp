@@ -193,8 +193,8 @@ void supervisor_actor::poll_research() {
     std::snprintf(figures, sizeof figures, "predicted step %.3f s against the re-plan's %.3f s", plan.step_time,
                   ended.step_time);
     if (plan.step_time > ended.step_time * (1 - research_gain)) {
-      event("replan_search", std::string{"the full re-search found no plan 5% faster than the re-plan's: its best, "} +
-                                 taken->replanned.note + ", " + figures);
+      event("replan_search", "the full re-search found no plan " + std::to_string(static_cast<int>(research_gain * 100)) +
+                                 "% faster than the re-plan's: its best, " + taken->replanned.note + ", " + figures);
       return;
     }
     const auto note = "the full re-search found a faster plan for the same nodes: " + taken->replanned.note + ", " +
