@@ -525,12 +525,30 @@ std::string snapshot_registry::missing_copies() const {
   const auto* first = rank_of(w, 0);
   if (first == nullptr || first->empty())
     return "rank 0 of the " + std::to_string(w.world) + "-rank world holds none on a live node";
-  for (std::uint32_t r = 1; r < w.world; ++r)
-    if (!(r < w.ranks.size() && w.ranks[r] == w.ranks[0] && w.home[r] == w.home[0]) &&
-        steps_of_rank(r) != steps_of_rank(0))
-      return "of the " + std::to_string(w.world) + "-rank world, rank 0 holds steps " + steps_of_rank(0) + " and rank " +
-             std::to_string(r) + " holds " + steps_of_rank(r) + " on live nodes";
-  return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + steps_of_rank(0);
+  // Every rank whose steps differ from rank 0's, up to a few: the step a restore lacked is the one
+  // some of them miss, and it is rarely the first such rank alone.
+  constexpr int named_at_most = 6;
+  std::string differing;
+  int named = 0;
+  std::uint32_t more = 0;
+  const auto rank0 = steps_of_rank(0);
+  for (std::uint32_t r = 1; r < w.world; ++r) {
+    if (r < w.ranks.size() && w.ranks[r] == w.ranks[0] && w.home[r] == w.home[0])
+      continue;
+    const auto mine = steps_of_rank(r);
+    if (mine == rank0)
+      continue;
+    if (named == named_at_most) {
+      ++more;
+      continue;
+    }
+    differing += std::string{named == 0 ? "" : "; "} + "rank " + std::to_string(r) + " holds " + mine;
+    ++named;
+  }
+  if (named == 0)
+    return "rank 0 of the " + std::to_string(w.world) + "-rank world holds steps " + rank0;
+  return "of the " + std::to_string(w.world) + "-rank world, rank 0 holds steps " + rank0 + " and " + differing +
+         (more > 0 ? "; " + std::to_string(more) + " more ranks differ" : "") + " on live nodes";
 }
 
 std::optional<step_t> snapshot_registry::complete_step(const world_copies& w) const {

@@ -187,6 +187,9 @@ TEST(snapshot_registry, a_copy_dropped_by_one_rank_of_a_group_stays_with_the_oth
   reg.set_up(node_id{2}, false);
   EXPECT_EQ(reg.steps_of(rank_id{3}), std::vector<step_t>{});
   EXPECT_EQ(reg.steps_of(rank_id{0}), std::vector<step_t>{step_t{5}});
+  // The event names every rank that lacks what rank 0 holds, not only the first.
+  const auto missing = reg.missing_copies();
+  EXPECT_NE(missing.find("rank 1 holds none; rank 3 holds none"), std::string::npos) << missing;
 }
 
 }  // namespace
