@@ -40,7 +40,19 @@ kernels::device_request device_for(const config::spec& spec, node_id node, std::
   return r;
 }
 
+// Whether a rank that asks for `d` computes in host memory (the CPU backend).
+bool computes_on_cpu(const kernels::device_request& d) {
+  return d.type == kernels::device_request::kind::cpu ||
+         (d.type == kernels::device_request::kind::auto_select && kernels::probe_cuda().device_count == 0);
+}
+
 }  // namespace
+
+expected<std::span<float>> shared_gradient_memory(transport::ring_resources& ring, const config::spec& spec) {
+  const std::size_t floats = training::gradient_floats(spec, transport::ring_communicator::max_size);
+  RK_ASSIGN_OR_RETURN(auto bytes, ring.allocate_shared(floats * sizeof(float)));
+  return std::span<float>{reinterpret_cast<float*>(bytes.data()), floats};
+}
 
 worker_runtime::worker_runtime(caf::actor_system& sys, worker_context ctx, std::optional<storage::snapshot_slot> slot)
     : session_(sys, std::move(ctx), std::move(slot)), ctx_(session_.context()) {
@@ -113,6 +125,7 @@ void worker_runtime::train(const start_training& start) {
     options.device = device_for(ctx_.spec, ctx_.node, *ctx_.local_index);
     options.initialize = start.restore_step.value() == 0;
     options.stage_layers = stages;
+    options.gradient_memory = gradient_memory_;
     auto made = training::make_training_task(ctx_.spec, static_cast<int>(a.rank.value()), static_cast<int>(a.world),
                                              *tracked, options);
     if (!made) {
@@ -297,6 +310,7 @@ void worker_runtime::prepare_standby_task() {
   training::task_options options;
   options.device = device_for(ctx_.spec, ctx_.node, 0);
   options.initialize = false;
+  options.gradient_memory = gradient_memory_;
   if (options.device.type == kernels::device_request::kind::cuda)
     return;
   auto made = training::make_training_task(ctx_.spec, 0, world, *standby_comm_, options);
@@ -316,6 +330,13 @@ int worker_runtime::run() {
   } else {
     spdlog::error("worker cannot set up its data plane: {}", r.error().message());
     return 6;
+  }
+  // Before the first communicator, which publishes the shared buffers that exist then.
+  if (computes_on_cpu(device_for(ctx_.spec, ctx_.node, ctx_.local_index.value_or(0)))) {
+    if (auto m = shared_gradient_memory(*ring_, ctx_.spec); m)
+      gradient_memory_ = *m;
+    else
+      spdlog::warn("gradients in private memory (the ring carries them): {}", m.error().message());
   }
   if (!ctx_.local_index) {
     prepare_standby_task();

@@ -70,6 +70,14 @@ class worker_runtime {
   std::unique_ptr<training::training_task> task_;
   /// The ring's UCX worker and spare mailbox, kept across epochs (and made while on standby).
   std::shared_ptr<transport::ring_resources> ring_;
+  /// The task's gradients in the ring's shared buffers (a rank on the CPU), so that the ranks of
+  /// one host reduce them reading each other's in place; empty otherwise.
+  std::span<float> gradient_memory_;
 };
+
+/// The gradients of a rank of `spec` on the CPU (task_options::gradient_memory) in a shared buffer
+/// of `ring`, sized for any world the ring allows: the ranks of one host then reduce them reading
+/// each other's in place. Call before the ring's first communicator, once per process.
+[[nodiscard]] expected<std::span<float>> shared_gradient_memory(transport::ring_resources& ring, const config::spec& spec);
 
 }  // namespace rekindle::actors

@@ -2,11 +2,13 @@
 // Open MPI's MPI_Allreduce, Gloo's ring allreduce and memcpy, all measured in the same run.
 //
 //   allreduce [--ranks 2,4] [--min 4KiB] [--max 256MiB] [--runs 5] [--chunk 512KiB] [--json]
-//             [--no-baselines]
+//             [--no-baselines] [--no-shared]
 //
 // Every rank is a separate process. For each size the result is verified first (exact integer
 // sums), then timed: a barrier, `iters` back-to-back calls, and the time per call; the median of
 // --runs such runs is reported. algbw = bytes / time, busbw = algbw * 2(n-1)/n (nccl-tests).
+// Our allreduce runs twice: on buffers of the rank's own (the ring), and on buffers in shared
+// memory (ring_resources::allocate_shared: the ranks read each other's buffers in place).
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +44,7 @@ struct options {
   std::uint64_t chunk = transport::ring_options{}.chunk_size;  // the default of transport.chunk_size
   bool json = false;
   bool baselines = true;
+  bool shared = true;
 };
 
 std::vector<std::uint64_t> sizes_of(const options& o) {
@@ -61,12 +64,30 @@ double median(std::vector<double> v) {
 }
 
 // One rank: rendezvous, verify, time; rank 0 writes {size: seconds per call} to DIR/result.json.
-int run_worker(int rank, int size, const fs::path& dir, const options& o) {
+int run_worker(int rank, int size, const fs::path& dir, const options& o, bool shared) {
   transport::ring_options ro;
   ro.chunk_size = o.chunk;
   ro.timeout = std::chrono::seconds{120};
   ro.net_devices = "lo";
-  auto comm = transport::ring_communicator::create(rank, size, ro);
+  auto resources = transport::ring_resources::create(ro);
+  if (!resources) {
+    std::cerr << "rank " << rank << ": " << resources.error() << "\n";
+    return 1;
+  }
+  std::vector<float> own;
+  float* data = nullptr;
+  if (shared) {
+    auto memory = (*resources)->allocate_shared(o.max);
+    if (!memory) {
+      std::cerr << "rank " << rank << ": " << memory.error() << "\n";
+      return 1;
+    }
+    data = reinterpret_cast<float*>(memory->data());
+  } else {
+    own.resize(o.max / 4);
+    data = own.data();
+  }
+  auto comm = transport::ring_communicator::create(*resources, rank, size, ro);
   if (!comm) {
     std::cerr << "rank " << rank << ": " << comm.error() << "\n";
     return 1;
@@ -77,13 +98,16 @@ int run_worker(int rank, int size, const fs::path& dir, const options& o) {
     return 1;
   }
   auto& c = **comm;
+  if (shared && !c.reads_shared_buffers()) {
+    std::cerr << "rank " << rank << ": the ranks do not map each other's shared buffers\n";
+    return 1;
+  }
   nlohmann::json result = nlohmann::json::object();
-  std::vector<float> data(o.max / 4);
   for (auto bytes : sizes_of(o)) {
     const std::size_t count = bytes / 4;
     for (std::size_t i = 0; i < count; ++i)
       data[i] = static_cast<float>((i % 97) + static_cast<std::size_t>(rank));
-    if (auto st = c.allreduce(data.data(), count, transport::dtype::f32, transport::reduce_op::sum); !st.ok()) {
+    if (auto st = c.allreduce(data, count, transport::dtype::f32, transport::reduce_op::sum); !st.ok()) {
       std::cerr << "rank " << rank << ": " << st << "\n";
       return 1;
     }
@@ -100,7 +124,7 @@ int run_worker(int rank, int size, const fs::path& dir, const options& o) {
       (void)c.barrier();
       const auto t0 = clock_type::now();
       for (int it = 0; it < iters; ++it)
-        if (auto st = c.allreduce(data.data(), count, transport::dtype::f32, transport::reduce_op::sum); !st.ok()) {
+        if (auto st = c.allreduce(data, count, transport::dtype::f32, transport::reduce_op::sum); !st.ok()) {
           std::cerr << "rank " << rank << ": " << st << "\n";
           return 1;
         }
@@ -182,6 +206,7 @@ std::string common_args(const options& o) {
 int main(int argc, char** argv) {
   options o;
   bool worker = false;
+  bool shared_worker = false;
   int rank = 0, size = 0;
   std::string dir;
   for (int i = 1; i < argc; ++i) {
@@ -211,13 +236,16 @@ int main(int argc, char** argv) {
     else if (a == "--runs") o.runs = std::stoi(next());
     else if (a == "--json") o.json = true;
     else if (a == "--no-baselines") o.baselines = false;
+    else if (a == "--no-shared") o.shared = false;
+    else if (a == "--shared-worker") shared_worker = true;
     else if (a == "--worker") worker = true;
     else if (a == "--rank") rank = std::stoi(next());
     else if (a == "--size") size = std::stoi(next());
     else if (a == "--dir") dir = next();
     else if (a == "--help" || a == "-h") {
       std::cout << "usage: allreduce [--ranks 2,4] [--min 4KiB] [--max 256MiB] [--runs 5] [--chunk 512KiB] [--json] "
-                   "[--no-baselines]\n";
+                   "[--no-baselines] [--no-shared]\n"
+                   "  --no-shared     skip the run on buffers in shared memory (read in place by the ranks)\n";
       return 0;
     } else {
       std::cerr << "allreduce: unknown argument '" << a << "' (see --help)\n";
@@ -225,7 +253,7 @@ int main(int argc, char** argv) {
     }
   }
   if (worker)
-    return run_worker(rank, size, dir, o);
+    return run_worker(rank, size, dir, o, shared_worker);
 
   const auto bench_dir = fs::path{self_path()}.parent_path();
   nlohmann::json report;
@@ -235,15 +263,29 @@ int main(int argc, char** argv) {
   for (int n : o.ranks) {
     const fs::path tmp = fs::temp_directory_path() / ("rekindle-allreduce-" + std::to_string(getpid()) + "-" + std::to_string(n));
     fs::create_directories(tmp);
-    std::cerr << "allreduce: " << n << " ranks, ring over UCX ...\n";
-    const bool ok = run_ranks(n, {self_path(), "--worker", "--rank", "{rank}", "--size", std::to_string(n), "--dir",
-                                  tmp.string(), "--min", std::to_string(o.min), "--max", std::to_string(o.max), "--runs",
-                                  std::to_string(o.runs), "--chunk", std::to_string(o.chunk)});
-    auto ours = read_json(tmp / "result.json");
-    if (!ok || !ours) {
-      std::cerr << "allreduce: the ring run failed\n";
+    const auto run_ours = [&](bool shared) -> std::optional<nlohmann::json> {
+      std::cerr << "allreduce: " << n << " ranks, ours on " << (shared ? "shared" : "private") << " buffers ...\n";
+      const auto run_dir = tmp / (shared ? "shared" : "private");
+      fs::create_directories(run_dir);
+      std::vector<std::string> args{self_path(), "--worker", "--rank", "{rank}", "--size", std::to_string(n), "--dir",
+                                    run_dir.string(), "--min", std::to_string(o.min), "--max", std::to_string(o.max), "--runs",
+                                    std::to_string(o.runs), "--chunk", std::to_string(o.chunk)};
+      if (shared)
+        args.push_back("--shared-worker");
+      const bool ok = run_ranks(n, args);
+      auto result = read_json(run_dir / "result.json");
+      if (!ok || !result) {
+        std::cerr << "allreduce: the run on " << (shared ? "shared" : "private") << " buffers failed\n";
+        return std::nullopt;
+      }
+      return result;
+    };
+    auto ours = run_ours(false);
+    if (!ours)
       return 1;
-    }
+    std::optional<nlohmann::json> shared;
+    if (o.shared && !(shared = run_ours(true)))
+      return 1;
     std::optional<nlohmann::json> mpi, gloo;
     if (o.baselines) {
       const auto mpi_bin = bench_dir / "mpi_allreduce";
@@ -273,8 +315,8 @@ int main(int argc, char** argv) {
     const double factor = 2.0 * (n - 1) / n;
     if (!o.json) {
       std::printf("\nallreduce float32 sum, %d ranks as processes on this machine (median of %d runs)\n", n, o.runs);
-      std::printf("%10s %11s %9s %9s | %11s %11s | %8s %8s | %11s\n", "size", "time", "algbw", "busbw", "MPI busbw",
-                  "Gloo busbw", "vs MPI", "vs Gloo", "memcpy GB/s");
+      std::printf("%10s %11s %9s %9s | %9s %7s | %11s %11s | %8s %8s | %11s %9s\n", "size", "time", "algbw", "busbw",
+                  "shared", "vs MPI", "MPI busbw", "Gloo busbw", "vs MPI", "vs Gloo", "memcpy GB/s", "memcpy/sh");
     }
     for (auto bytes : sizes_of(o)) {
       const std::string key = std::to_string(bytes);
@@ -284,19 +326,21 @@ int main(int argc, char** argv) {
       const auto other = [&](const std::optional<nlohmann::json>& j) -> double {
         return j && j->contains(key) ? static_cast<double>(bytes) / (*j)[key].get<double>() / 1e9 * factor : 0.0;
       };
-      const double mpi_bw = other(mpi), gloo_bw = other(gloo);
+      const double mpi_bw = other(mpi), gloo_bw = other(gloo), shared_bw = other(shared);
       const double mem_bw = static_cast<double>(bytes) / memcpy_seconds(bytes, o.runs) / 1e9;
       rows.push_back({{"bytes", bytes}, {"seconds", t}, {"algbw_gbs", algbw}, {"busbw_gbs", busbw},
-                      {"mpi_busbw_gbs", mpi_bw}, {"gloo_busbw_gbs", gloo_bw}, {"memcpy_gbs", mem_bw}});
+                      {"shared_busbw_gbs", shared_bw}, {"mpi_busbw_gbs", mpi_bw}, {"gloo_busbw_gbs", gloo_bw},
+                      {"memcpy_gbs", mem_bw}});
       if (!o.json) {
-        const auto ratio = [&](double x) {
+        const auto ratio_of = [](double a, double b) {
           char buf[16];
-          if (x > 0)
-            std::snprintf(buf, sizeof buf, "%.2fx", busbw / x);
+          if (a > 0 && b > 0)
+            std::snprintf(buf, sizeof buf, "%.2fx", a / b);
           else
             std::snprintf(buf, sizeof buf, "-");
           return std::string{buf};
         };
+        const auto ratio = [&](double x) { return ratio_of(busbw, x); };
         const auto bw = [](double x) {
           char buf[16];
           if (x > 0)
@@ -305,9 +349,10 @@ int main(int argc, char** argv) {
             std::snprintf(buf, sizeof buf, "-");
           return std::string{buf};
         };
-        std::printf("%10s %11s %9.2f %9.2f | %11s %11s | %8s %8s | %11.2f\n", size_to_string(bytes).c_str(),
+        std::printf("%10s %11s %9.2f %9.2f | %9s %7s | %11s %11s | %8s %8s | %11.2f %9s\n", size_to_string(bytes).c_str(),
                     format_duration(std::chrono::nanoseconds{static_cast<long long>(t * 1e9)}).c_str(), algbw, busbw,
-                    bw(mpi_bw).c_str(), bw(gloo_bw).c_str(), ratio(mpi_bw).c_str(), ratio(gloo_bw).c_str(), mem_bw);
+                    bw(shared_bw).c_str(), ratio_of(shared_bw, mpi_bw).c_str(), bw(mpi_bw).c_str(), bw(gloo_bw).c_str(),
+                    ratio(mpi_bw).c_str(), ratio(gloo_bw).c_str(), mem_bw, ratio_of(mem_bw, shared_bw).c_str());
       }
     }
     report["runs"].push_back({{"ranks", n}, {"rows", rows}});

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "actors/worker.hpp"
 #include "common/process.hpp"
 #include "config/load.hpp"
 #include "storage/snapshot_slot.hpp"
@@ -110,7 +111,7 @@ std::uint64_t* map_step_file(const fs::path& dir, bool create) {
 
 }  // namespace
 
-int run_bare_rank(const fs::path& config_path, int rank, int world, const fs::path& dir) {
+int run_bare_rank(const fs::path& config_path, int rank, int world, const fs::path& dir, bool shared_buffers) {
   auto spec = config::load(config_path);
   if (!spec) {
     std::cerr << spec.error().message() << "\n";
@@ -120,7 +121,22 @@ int run_bare_rank(const fs::path& config_path, int rank, int world, const fs::pa
   ro.timeout = spec->timeouts.collective;
   ro.chunk_size = spec->transport.chunk_size;
   ro.net_devices = spec->transport.net_devices;
-  auto comm = transport::ring_communicator::create(rank, world, ro);
+  // As the worker: the gradients in the ring's shared buffers.
+  auto resources = transport::ring_resources::create(ro);
+  if (!resources) {
+    std::cerr << "rank " << rank << ": " << resources.error().message() << "\n";
+    return 1;
+  }
+  training::task_options options;
+  if (shared_buffers) {
+    auto memory = actors::shared_gradient_memory(**resources, *spec);
+    if (!memory) {
+      std::cerr << "rank " << rank << ": " << memory.error().message() << "\n";
+      return 1;
+    }
+    options.gradient_memory = *memory;
+  }
+  auto comm = transport::ring_communicator::create(*resources, rank, world, ro);
   if (!comm) {
     std::cerr << "rank " << rank << ": " << comm.error().message() << "\n";
     return 1;
@@ -130,7 +146,7 @@ int run_bare_rank(const fs::path& config_path, int rank, int world, const fs::pa
     std::cerr << "rank " << rank << ": rendezvous or connect failed\n";
     return 1;
   }
-  auto task = training::make_training_task(*spec, rank, world, **comm);
+  auto task = training::make_training_task(*spec, rank, world, **comm, options);
   if (!task) {
     std::cerr << "rank " << rank << ": " << task.error().message() << "\n";
     return 1;
@@ -171,13 +187,15 @@ std::uint64_t bare_step_watch::step() {
 }
 
 bare_steps run_bare(const fs::path& config_path, int world, const fs::path& dir,
-                    const std::function<void(const std::vector<pid_t>&)>& on_start) {
+                    const std::function<void(const std::vector<pid_t>&)>& on_start, bool shared_buffers) {
   fs::create_directories(dir);
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
-    auto pid = spawn_child({fs::read_symlink("/proc/self/exe").string(), "--bare-rank", std::to_string(r), "--world",
-                            std::to_string(world), "--config", config_path.string(), "--dir", dir.string()},
-                           {.log = dir / ("rank-" + std::to_string(r) + ".log")});
+    std::vector<std::string> args{fs::read_symlink("/proc/self/exe").string(), "--bare-rank", std::to_string(r), "--world",
+                                  std::to_string(world), "--config", config_path.string(), "--dir", dir.string()};
+    if (!shared_buffers)
+      args.emplace_back("--private-buffers");
+    auto pid = spawn_child(args, {.log = dir / ("rank-" + std::to_string(r) + ".log")});
     if (pid)
       pids.push_back(*pid);
   }

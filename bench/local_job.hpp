@@ -49,14 +49,16 @@ struct bare_steps {
 
 /// One rank of the bare loop: the training task over the ring communicator, nothing else. Rank 0
 /// keeps its step count in DIR/step (8 bytes, mapped: watching it costs the loop nothing) and
-/// writes its bare_steps to DIR/bare.json at the end. The benchmark runs it as
-/// `<benchmark> --bare-rank R --world W --config FILE --dir DIR`.
-int run_bare_rank(const fs::path& config_path, int rank, int world, const fs::path& dir);
+/// writes its bare_steps to DIR/bare.json at the end. The gradients lie in the ring's shared
+/// buffers, as the worker places them, unless `shared_buffers` is false (the ring then carries
+/// them). The benchmark runs it as
+/// `<benchmark> --bare-rank R --world W --config FILE --dir DIR [--private-buffers]`.
+int run_bare_rank(const fs::path& config_path, int rank, int world, const fs::path& dir, bool shared_buffers = true);
 
 /// The bare loop's ranks as processes of this program; `on_start` gets their pids once all run
 /// (and returns when it is done watching them). Empty when a rank failed.
 bare_steps run_bare(const fs::path& config_path, int world, const fs::path& dir,
-                    const std::function<void(const std::vector<pid_t>&)>& on_start = {});
+                    const std::function<void(const std::vector<pid_t>&)>& on_start = {}, bool shared_buffers = true);
 
 /// The step rank 0 of a bare loop running in `dir` has finished (0 before it starts).
 class bare_step_watch {

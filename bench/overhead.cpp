@@ -3,7 +3,10 @@
 //
 // For each world size, rounds of three runs of the same job on this host over loopback:
 //   bare     the ranks as plain processes (the ring communicator and the training task, nothing
-//            else: no daemon, no snapshots);
+//            else: no daemon, no snapshots), the gradients in the ring's shared buffers as the
+//            worker places them;
+//   private  (only when --kinds names it) bare with the gradients in each rank's own memory:
+//            the ring carries them instead of the ranks reading them in place;
 //   service  the job under one rekindled: heartbeats, progress reports, a snapshot every
 //            --snapshot-every steps into the node's memory, no checkpoint on disk;
 //   persist  the same with a checkpoint on disk every --persist-every snapshots;
@@ -59,13 +62,17 @@ struct options {
   std::string work_dir;
 };
 
-enum class kind { bare, service, persist, sync };
+enum class kind { bare, service, persist, sync, private_buffers };
 const char* name_of(kind k) {
-  return k == kind::bare ? "bare" : k == kind::service ? "service" : k == kind::persist ? "persist" : "sync";
+  return k == kind::bare      ? "bare"
+         : k == kind::service ? "service"
+         : k == kind::persist ? "persist"
+         : k == kind::sync    ? "sync"
+                              : "private";
 }
 std::vector<kind> kinds_of(const options& o) {
   std::vector<kind> out{kind::bare};  // always: the others are measured against it
-  for (const kind k : {kind::service, kind::persist, kind::sync})
+  for (const kind k : {kind::service, kind::persist, kind::sync, kind::private_buffers})
     if (std::find(o.kinds.begin(), o.kinds.end(), name_of(k)) != o.kinds.end())
       out.push_back(k);
   return out;
@@ -144,7 +151,7 @@ double mean_after(const std::vector<double>& v, std::uint64_t skip) {
   return mean({v.begin() + static_cast<std::ptrdiff_t>(skip), v.end()});
 }
 
-run_figures run_bare_kind(const options& o, const model_choice& m, int world, const fs::path& dir) {
+run_figures run_bare_kind(const options& o, const model_choice& m, int world, const fs::path& dir, bool shared_buffers) {
   fs::create_directories(dir);
   const fs::path cfg = dir / "job.toml";
   std::ofstream(cfg) << config_text(m, world, o.steps, o.snapshot_every, dir / "unused");
@@ -166,7 +173,7 @@ run_figures run_bare_kind(const options& o, const model_choice& m, int world, co
         break;
       std::this_thread::sleep_for(100ms);
     }
-  });
+  }, shared_buffers);
   run_figures f;
   f.wall = mean_after(steps.seconds, o.warmup);
   f.slow_steps = slow_steps_of(steps.seconds, o.warmup);
@@ -263,7 +270,9 @@ int run(const options& o) {
       std::printf("  %d ranks, round %2d/%d:", world, round + 1, o.rounds);
       for (const kind k : order) {
         const auto dir = work / (std::to_string(world) + "-" + std::to_string(round) + "-" + name_of(k));
-        const auto f = k == kind::bare ? run_bare_kind(o, m, world, dir) : run_service_kind(o, m, world, k, dir);
+        const auto f = k == kind::bare              ? run_bare_kind(o, m, world, dir, true)
+                     : k == kind::private_buffers ? run_bare_kind(o, m, world, dir, false)
+                                                  : run_service_kind(o, m, world, k, dir);
         if (!f.ok) {
           std::printf(" %s failed\n", name_of(k));
           failed = true;
@@ -365,18 +374,22 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--state-mb", o.state_mb, "Training state (parameters and AdamW moments) in MB")->check(CLI::PositiveNumber);
   app.add_option("--goal", o.goal, "The overhead to judge against (0.02: 2%)")->check(CLI::Range(0.0, 10.0));
-  app.add_option("--kinds", o.kinds, "Kinds of run besides bare: service, persist, sync (overlap off)")
+  app.add_option("--kinds", o.kinds,
+                 "Kinds of run besides bare: service, persist, sync (overlap off), private (bare with the gradients in "
+                 "private memory)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"bare", "service", "persist", "sync"}));
+      ->check(CLI::IsMember({"bare", "service", "persist", "sync", "private"}));
   app.add_option("--json", o.json_out, "Also write the results as JSON to this file");
   app.add_option("--work-dir", o.work_dir, "Keep every run's files here (default: a temporary directory, removed)");
   app.add_option("--bare-rank", bare_rank)->group("");
   app.add_option("--world", world)->group("");
   app.add_option("--config", config)->group("");
   app.add_option("--dir", dir)->group("");
+  bool private_buffers = false;
+  app.add_flag("--private-buffers", private_buffers)->group("");
   CLI11_PARSE(app, argc, argv);
   if (bare_rank >= 0)
-    return rekindle::bench::run_bare_rank(config, bare_rank, world, dir);
+    return rekindle::bench::run_bare_rank(config, bare_rank, world, dir, !private_buffers);
   if (o.warmup + 10 > o.steps) {
     std::cerr << "overhead: --steps must exceed --warmup by at least 10\n";
     return 2;

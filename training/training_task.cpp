@@ -26,6 +26,9 @@ using steady = std::chrono::steady_clock;
 using transport::dtype;
 using transport::reduce_op;
 
+// The deleter of memory a task does not own (task_options::memory).
+void keep_memory(float*) noexcept {}
+
 kernels::model_shape shape_of(const config::model_spec& m) {
   return kernels::model_shape{.layers = m.layers, .heads = m.heads, .width = m.width, .seq_len = m.seq_len};
 }
@@ -186,8 +189,16 @@ class data_parallel_task final : public training_task {
     shard_ = padded_ / w;
     begin_ = static_cast<std::size_t>(rank_) * shard_;
 
+    // The gradients in memory the task does not own (the ring's shared buffers), zeroed as
+    // allocate's is; or the backend's own.
+    const auto place = [&](std::span<float> given) -> expected<kernels::device_buffer> {
+      if (!backend_->host_memory() || given.size() < padded_)
+        return backend_->allocate(padded_);
+      std::fill_n(given.data(), padded_, 0.0f);
+      return kernels::device_buffer{given.data(), padded_, &keep_memory};
+    };
     RK_ASSIGN_OR_RETURN(params_, backend_->allocate(padded_));
-    RK_ASSIGN_OR_RETURN(grads_, backend_->allocate(padded_));
+    RK_ASSIGN_OR_RETURN(grads_, place(options.gradient_memory));
     RK_ASSIGN_OR_RETURN(grad_shard_, backend_->allocate(shard_));
     RK_ASSIGN_OR_RETURN(m_, backend_->allocate(shard_));
     RK_ASSIGN_OR_RETURN(v_, backend_->allocate(shard_));
@@ -734,6 +745,11 @@ std::vector<std::uint32_t> equal_split(std::uint32_t micro_batches, int world) {
   for (std::uint32_t r = 0; r < w; ++r)
     out[r] = micro_batches / w + (r < micro_batches % w ? 1 : 0);
   return out;
+}
+
+std::size_t gradient_floats(const config::spec& spec, std::size_t max_world) {
+  // Padded to a multiple of the world: at most max_world - 1 floats more.
+  return kernels::parameter_count(shape_of(spec.model)) + max_world;
 }
 
 expected<std::unique_ptr<training_task>> make_training_task(const config::spec& spec, int rank, int world,

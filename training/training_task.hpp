@@ -70,6 +70,11 @@ struct task_options {
   /// does not slow down as the model's numbers get small. Off gives IEEE subnormals, for
   /// comparison. Default: true.
   bool flush_subnormals = true;
+  /// Where the gradients go when the backend computes in host memory: a shared buffer of the ring
+  /// of gradient_floats floats (transport::ring_resources::allocate_shared), from which the gradient's reduce_scatter reads the peers' parts in
+  /// place. A span smaller than the padded parameter count is not used (the backend's own memory
+  /// then). The task zeroes it when it starts and never frees it. Default: none.
+  std::span<float> gradient_memory;
 };
 
 /// One rank of the training job, driven by the worker process.
@@ -183,6 +188,17 @@ class training_task {
                                                                           int world,
                                                                           transport::communicator& comm,
                                                                           const task_options& options = {});
+
+/// Floats of task_options::gradient_memory that serve the model of `spec` in any world of up to
+/// `max_world` ranks (the parameter count padded to a multiple of the world). The worker allocates
+/// them as a shared buffer of its ring before the ring's first communicator (which publishes the
+/// buffers that exist when it is created), once per process.
+///
+/// Only the gradients: shared memory comes in 4 KiB pages where the backend's own large buffers
+/// are on transparent huge pages, and the parameters, which every matrix product reads, then cost
+/// the passes 5–8% more time than the in-place allgather saves (docs/PERFORMANCE.md). The
+/// gradients' reduce_scatter gains without that cost.
+[[nodiscard]] std::size_t gradient_floats(const config::spec& spec, std::size_t max_world);
 
 /// Bytes of the exported state of rank `rank` in a `world`-rank job of `spec`; the largest is that
 /// of a single rank (it holds the whole optimizer state), which sizes snapshot slots.

@@ -50,41 +50,59 @@ struct ring_address {
   std::string host;
   std::vector<std::byte> worker;
   std::vector<std::byte> mailbox;
+  /// The control words of the shared-buffer path, then each shared buffer (none: no shared buffers).
+  std::vector<std::vector<std::byte>> shared;
 };
+
+// Length-prefixed parts: the layout of addresses, and of the list of shared regions inside one.
+void put_part(std::vector<std::byte>& out, std::span<const std::byte> bytes) {
+  const auto n = static_cast<std::uint32_t>(bytes.size());
+  const auto* p = reinterpret_cast<const std::byte*>(&n);
+  out.insert(out.end(), p, p + 4);
+  out.insert(out.end(), bytes.begin(), bytes.end());
+}
+
+bool take_part(std::span<const std::byte> in, std::size_t& at, std::vector<std::byte>& out) {
+  if (in.size() - at < 4)
+    return false;
+  std::uint32_t n = 0;
+  std::memcpy(&n, in.data() + at, 4);
+  at += 4;
+  if (in.size() - at < n)
+    return false;
+  out.assign(in.begin() + static_cast<std::ptrdiff_t>(at), in.begin() + static_cast<std::ptrdiff_t>(at + n));
+  at += n;
+  return true;
+}
 
 std::vector<std::byte> encode(const ring_address& a) {
   std::vector<std::byte> out;
-  const auto part = [&](std::span<const std::byte> bytes) {
-    const auto n = static_cast<std::uint32_t>(bytes.size());
-    const auto* p = reinterpret_cast<const std::byte*>(&n);
-    out.insert(out.end(), p, p + 4);
-    out.insert(out.end(), bytes.begin(), bytes.end());
-  };
-  part(std::as_bytes(std::span{a.host.data(), a.host.size()}));
-  part(a.worker);
-  part(a.mailbox);
+  put_part(out, std::as_bytes(std::span{a.host.data(), a.host.size()}));
+  put_part(out, a.worker);
+  put_part(out, a.mailbox);
+  std::vector<std::byte> shared;
+  for (const auto& region : a.shared)
+    put_part(shared, region);
+  put_part(out, shared);
   return out;
 }
 
 expected<ring_address> decode(std::span<const std::byte> in, int rank) {
   ring_address a;
   std::size_t at = 0;
-  const auto part = [&](std::vector<std::byte>& out) {
-    if (in.size() - at < 4)
-      return false;
-    std::uint32_t n = 0;
-    std::memcpy(&n, in.data() + at, 4);
-    at += 4;
-    if (in.size() - at < n)
-      return false;
-    out.assign(in.begin() + static_cast<std::ptrdiff_t>(at), in.begin() + static_cast<std::ptrdiff_t>(at + n));
-    at += n;
-    return true;
-  };
+  const auto part = [&](std::vector<std::byte>& out) { return take_part(in, at, out); };
   std::vector<std::byte> host;
-  if (!part(host) || !part(a.worker) || !part(a.mailbox) || at != in.size() || a.worker.empty())
+  std::vector<std::byte> shared;
+  const auto malformed = [&] {
     return status{errc::invalid_argument, "malformed ring address of rank " + std::to_string(rank) + " (" +
                                               std::to_string(in.size()) + " bytes)"};
+  };
+  if (!part(host) || !part(a.worker) || !part(a.mailbox) || !part(shared) || at != in.size() || a.worker.empty())
+    return malformed();
+  for (std::size_t s = 0; s < shared.size();) {
+    if (a.shared.size() > ring_resources::max_shared_buffers || !take_part(shared, s, a.shared.emplace_back()))
+      return malformed();
+  }
   a.host.assign(reinterpret_cast<const char*>(host.data()), host.size());
   return a;
 }
@@ -133,6 +151,10 @@ struct p2p_send {
   std::vector<std::byte> bytes;
 };
 
+// Below this many bytes a collective on shared buffers runs the ring all the same: the ranks'
+// agreement on their buffers costs more than it saves.
+constexpr std::size_t direct_min_bytes = 64 << 10;
+
 // Point-to-point sends a rank may have in flight before send() waits for some to complete.
 constexpr std::size_t max_pending_sends = 256;
 
@@ -151,6 +173,8 @@ class ring_resources::impl {
     graveyard_receivers_.clear();
     graveyard_mailboxes_.clear();
     spare_.reset();
+    shared_.clear();
+    control_.reset();
     context_.reset();
   }
 
@@ -176,6 +200,20 @@ class ring_resources::impl {
     return {};
   }
 
+  expected<std::span<std::byte>> allocate_shared(std::size_t bytes) {
+    if (bytes == 0)
+      return status{errc::invalid_argument, "a shared buffer of 0 bytes"};
+    if (shared_.size() >= max_shared_buffers)
+      return status{errc::out_of_range, "a rank's ring has at most " + std::to_string(max_shared_buffers) +
+                                            " shared buffers; all are allocated"};
+    if (!control_) {
+      RK_ASSIGN_OR_RETURN(control_, detail::shm_region::create(context_->get(), 4096, "the shared buffers' control words"));
+    }
+    RK_ASSIGN_OR_RETURN(auto region, detail::shm_region::create(context_->get(), bytes, "a shared buffer"));
+    shared_.push_back(std::move(region));
+    return std::span<std::byte>{shared_.back()->base(), bytes};
+  }
+
   /// A fresh mailbox for a new communicator: the spare when there is one.
   expected<std::unique_ptr<detail::shm_mailbox>> take_mailbox() {
     RK_RETURN_IF_ERROR(prepare());
@@ -189,6 +227,9 @@ class ring_resources::impl {
   std::vector<std::byte> worker_address_;
   std::string host_;
   std::unique_ptr<detail::shm_mailbox> spare_;
+  /// The shared buffers, and the control words through which the ranks of a call on them agree.
+  std::unique_ptr<detail::shm_region> control_;
+  std::vector<std::unique_ptr<detail::shm_region>> shared_;
   std::vector<std::unique_ptr<detail::ring_sender>> graveyard_senders_;
   /// Point-to-point sends UCX still held when their communicator ended (their bytes with them).
   std::vector<std::shared_ptr<void>> graveyard_sends_;
@@ -199,15 +240,13 @@ class ring_resources::impl {
 ring_resources::ring_resources(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 ring_resources::~ring_resources() = default;
 status ring_resources::prepare() { return impl_->prepare(); }
+expected<std::span<std::byte>> ring_resources::allocate_shared(std::size_t bytes) { return impl_->allocate_shared(bytes); }
 
 expected<std::shared_ptr<ring_resources>> ring_resources::create(const ring_options& options) {
   auto p = std::make_unique<impl>(options);
   RK_RETURN_IF_ERROR(p->init());
   return std::shared_ptr<ring_resources>{new ring_resources{std::move(p)}};
 }
-
-namespace {
-}  // namespace
 
 class ring_communicator::impl {
  public:
@@ -225,6 +264,7 @@ class ring_communicator::impl {
     // a dead peer on another host is not released sooner by waiting, and the full 500 ms was
     // half a second of every such recovery.
     auto& res = resources_->internals();
+    peers_.clear();  // the peers' shared buffers, mapped through the endpoints closed below
     const bool sender_shm = sender_ && right_local_;
     if (sender_shm)
       sender_.reset();
@@ -288,6 +328,16 @@ class ring_communicator::impl {
     host_ = a.host;
     a.worker = res.worker_address_;
     a.mailbox = mailbox_->address_bytes();
+    if (res.control_) {
+      // Control words of earlier communicators on these resources are stale: no peer reads them
+      // before the barrier that ends connect(), which this rank reaches only after this.
+      std::memset(res.control_->base(), 0, res.control_->size());
+      a.shared.push_back(res.control_->address_bytes());
+      for (const auto& b : res.shared_) {
+        a.shared.push_back(b->address_bytes());
+        own_shared_.emplace_back(b->base(), b->size());
+      }
+    }
     address_ = encode(a);
     return {};
   }
@@ -337,12 +387,14 @@ class ring_communicator::impl {
       receiver_ = detail::make_ucx_receiver(worker(), left_ep, chunk_, window(), gen_);
     }
     connected_ = true;
-    return barrier().with_context("first barrier of the ring");
+    RK_RETURN_IF_ERROR(barrier().with_context("first barrier of the ring"));
+    return map_shared_buffers();
   }
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
   bool neighbour_is_local() const noexcept { return right_local_; }
+  bool reads_shared_buffers() const noexcept { return direct_; }
   void abort() noexcept { aborted_.store(true, std::memory_order_release); }
   bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
 
@@ -355,6 +407,15 @@ class ring_communicator::impl {
     const auto off = [&](int k) { return count * static_cast<std::size_t>(k) / static_cast<std::size_t>(size_) * e; };
     const auto len = [&](int k) { return off(k + 1) - off(k); };
     const int n = size_;
+    if (direct_ && count * e >= direct_min_bytes) {
+      RK_ASSIGN_OR_RETURN(auto peers, enter_direct(base, count * e));
+      if (!peers.empty()) {
+        // Segment r, reduced by rank r, goes into every rank's buffer: each byte of segment r of
+        // any buffer is read and written by rank r alone.
+        reduce_segment(peers, base + off(rank_), off(rank_), len(rank_), type, op, true);
+        return leave_direct();
+      }
+    }
     std::vector<plan_step> steps(static_cast<std::size_t>(2 * (n - 1)));
     for (int t = 0; t < n - 1; ++t) {  // reduce-scatter: rank r ends with segment r complete
       auto& s = steps[static_cast<std::size_t>(t)];
@@ -398,6 +459,14 @@ class ring_communicator::impl {
       return {};
     }
     const int n = size_;
+    if (direct_ && seg * static_cast<std::size_t>(n) >= direct_min_bytes) {
+      // The peers read segment r of this rank's `send`; `recv` is written by this rank only.
+      RK_ASSIGN_OR_RETURN(auto peers, enter_direct(in, seg * static_cast<std::size_t>(n)));
+      if (!peers.empty()) {
+        reduce_segment(peers, out, static_cast<std::size_t>(rank_) * seg, seg, type, op, false);
+        return leave_direct();
+      }
+    }
     // Partial sums of step t go to work segment t and travel on from there; each is written once.
     if (n > 2 && work_.size() < static_cast<std::size_t>(n - 2) * seg)
       work_.resize(static_cast<std::size_t>(n - 2) * seg);
@@ -430,6 +499,17 @@ class ring_communicator::impl {
     if (send != out + static_cast<std::size_t>(rank_) * blk)
       std::memmove(out + static_cast<std::size_t>(rank_) * blk, send, blk);
     const int n = size_;
+    if (direct_ && blk * static_cast<std::size_t>(n) >= direct_min_bytes) {
+      // Each rank's block is in its `recv` before it enters; the others copy it from there.
+      RK_ASSIGN_OR_RETURN(auto peers, enter_direct(out, blk * static_cast<std::size_t>(n)));
+      if (!peers.empty()) {
+        for (int k = 1; k < n; ++k) {
+          const auto q = static_cast<std::size_t>(wrap(rank_ + k, n));
+          std::memcpy(out + q * blk, peers[q] + q * blk, blk);
+        }
+        return leave_direct();
+      }
+    }
     std::vector<plan_step> steps(static_cast<std::size_t>(n - 1));
     for (int u = 0; u < n - 1; ++u) {
       auto& s = steps[static_cast<std::size_t>(u)];
@@ -575,6 +655,194 @@ class ring_communicator::impl {
   }
 
  private:
+  // ---- Collectives on shared buffers (ring_resources::allocate_shared), every rank on this host.
+  //
+  // Each rank's control words, one cache line each, written by their rank only:
+  //   entered: the id of the call it entered, stored (release) after `place` (buffer index, offset
+  //            and length of its operand; buffer ~0 when the operand is not in a shared buffer);
+  //   done:    the id once it is done with the others' buffers (read what it needed, wrote what
+  //            was its to write).
+  // A call's id is (generation, call number): the same on every rank, which make the same calls.
+  // A rank whose operand is not shared enters and runs the ring; the others see its place and
+  // run the ring too, so all ranks take the same path. A rank returns only once every other is
+  // done, since they read its buffer until then.
+  static constexpr std::size_t entered_line = 0, done_line = 1;
+  static constexpr std::uint32_t not_shared = ~std::uint32_t{0};
+
+  struct peer_buffers {
+    std::byte* control = nullptr;
+    std::vector<std::pair<std::byte*, std::size_t>> buffers;
+    std::vector<std::unique_ptr<detail::mapped_region>> mappings;
+  };
+
+  static std::atomic_ref<std::uint64_t> control_word(std::byte* control, std::size_t line) {
+    return std::atomic_ref<std::uint64_t>{*reinterpret_cast<std::uint64_t*>(control + 64 * line)};
+  }
+
+  // After the first barrier: maps every peer's control words and shared buffers when all ranks are
+  // on this host and have them; the ranks then agree (a sum of votes) whether all of them could.
+  status map_shared_buffers() {
+    bool can = !own_shared_.empty();
+    std::vector<ring_address> all;
+    for (int r = 0; r < size_ && can; ++r) {
+      RK_ASSIGN_OR_RETURN(auto a, decode(peer_addresses_[static_cast<std::size_t>(r)], r));
+      can = a.host == host_ && a.shared.size() >= 2;
+      all.push_back(std::move(a));
+    }
+    if (can) {
+      peers_.resize(static_cast<std::size_t>(size_));
+      for (int r = 0; r < size_ && can; ++r) {
+        auto& p = peers_[static_cast<std::size_t>(r)];
+        if (r == rank_) {
+          p.control = resources_->internals().control_->base();
+          p.buffers = own_shared_;
+          continue;
+        }
+        auto ep = p2p_endpoint(r);
+        if (!ep) {
+          can = false;
+          break;
+        }
+        for (const auto& bytes : all[static_cast<std::size_t>(r)].shared) {
+          auto m = detail::mapped_region::map(*ep, bytes);
+          if (!m) {
+            can = false;
+            break;
+          }
+          if (p.control == nullptr)
+            p.control = (*m)->base();
+          else
+            p.buffers.emplace_back((*m)->base(), (*m)->size());
+          p.mappings.push_back(std::move(*m));
+        }
+      }
+    }
+    float votes = can ? 1.0f : 0.0f;
+    RK_RETURN_IF_ERROR(allreduce(&votes, 1, dtype::f32, reduce_op::sum).with_context("agreeing on shared buffers"));
+    direct_ = votes == static_cast<float>(size_);
+    if (!direct_)
+      peers_.clear();
+    return {};
+  }
+
+  void publish(std::size_t line, std::uint64_t id) {
+    control_word(peers_[static_cast<std::size_t>(rank_)].control, line).store(id, std::memory_order_release);
+  }
+
+  // Waits until rank `q` stored this call's id in `line`.
+  status wait_peer(int q, std::size_t line, const char* what) {
+    auto word = control_word(peers_[static_cast<std::size_t>(q)].control, line);
+    if (word.load(std::memory_order_acquire) == call_id_)
+      return {};
+    const auto start = clock_type::now();
+    const auto deadline = start + options_.timeout;
+    for (;;) {
+      if (word.load(std::memory_order_acquire) == call_id_)
+        return {};
+      if (aborted())
+        return fail(status{errc::aborted, "communicator aborted"});
+      const auto now = clock_type::now();
+      if (now > deadline)
+        return fail(status{errc::timeout, "collective #" + std::to_string(seq_) + " on shared buffers did not complete within " +
+                                              timeout_text() + " (rank " + std::to_string(rank_) + " waited for rank " +
+                                              std::to_string(q) + " to " + what + ")"});
+      detail::idle_wait(now - start);
+    }
+  }
+
+  // Enters a call on `bytes` bytes at `p`: the other ranks' operands, by rank (this rank's too),
+  // or none when some rank's operand is not in a shared buffer (then the ring runs).
+  expected<std::vector<std::byte*>> enter_direct(const void* p, std::size_t bytes) {
+    ++seq_;
+    call_id_ = (std::uint64_t{gen_} << 32) | seq_;
+    auto& mine = peers_[static_cast<std::size_t>(rank_)];
+    std::uint32_t buffer = not_shared;
+    std::uint64_t offset = 0;
+    const auto* at = static_cast<const std::byte*>(p);
+    for (std::uint32_t b = 0; b < mine.buffers.size(); ++b) {
+      const auto [base, size] = mine.buffers[b];
+      if (at >= base && at < base + size && bytes <= static_cast<std::size_t>(base + size - at)) {
+        buffer = b;
+        offset = static_cast<std::uint64_t>(at - base);
+        break;
+      }
+    }
+    std::byte* place = mine.control + 8;
+    const std::uint64_t len = bytes;
+    std::memcpy(place, &buffer, 4);
+    std::memcpy(place + 8, &offset, 8);
+    std::memcpy(place + 16, &len, 8);
+    publish(entered_line, call_id_);
+    std::vector<std::byte*> out;
+    if (buffer == not_shared)
+      return out;
+    out.resize(static_cast<std::size_t>(size_));
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) {
+        out[static_cast<std::size_t>(q)] = const_cast<std::byte*>(at);  // this rank's own shared buffer
+        continue;
+      }
+      RK_RETURN_IF_ERROR(wait_peer(q, entered_line, "enter it"));
+      const auto& peer = peers_[static_cast<std::size_t>(q)];
+      std::uint32_t b = 0;
+      std::uint64_t o = 0, l = 0;
+      std::memcpy(&b, peer.control + 8, 4);
+      std::memcpy(&o, peer.control + 16, 8);
+      std::memcpy(&l, peer.control + 24, 8);
+      if (b == not_shared)
+        return std::vector<std::byte*>{};
+      if (l != bytes)
+        return fail(status{errc::invalid_argument, "collective #" + std::to_string(seq_) + ": rank " + std::to_string(q) +
+                                                       " passed " + std::to_string(l) + " bytes, rank " +
+                                                       std::to_string(rank_) + " " + std::to_string(bytes)});
+      if (b >= peer.buffers.size() || o > peer.buffers[b].second || l > peer.buffers[b].second - o)
+        return fail(status{errc::invalid_argument, "collective #" + std::to_string(seq_) + ": rank " + std::to_string(q) +
+                                                       " named bytes outside its shared buffers"});
+      out[static_cast<std::size_t>(q)] = peer.buffers[b].first + o;
+    }
+    return out;
+  }
+
+  // Says this rank is done with the others' buffers, and waits until they are done with its own.
+  status leave_direct() {
+    publish(done_line, call_id_);
+    for (int k = 1; k < size_; ++k)
+      RK_RETURN_IF_ERROR(wait_peer(wrap(rank_ + k, size_), done_line, "finish"));
+    return {};
+  }
+
+  // out = the reduction of bytes [from, from + len) of every rank's operand, in the ring's order:
+  // segment s starts at rank s + 1, and rank s + k (k = 2 .. n) computes its own (op) the sum so
+  // far, rank s last. Works a cache-sized block at a time, so the partial sums stay in the cache;
+  // with `spread`, each block of the result is also copied into the other ranks' operands (in
+  // place of theirs, which only this rank reads) while it is in the cache.
+  void reduce_segment(const std::vector<std::byte*>& in, std::byte* out, std::size_t from, std::size_t len, dtype type,
+                      reduce_op op, bool spread) {
+    const std::size_t e = size_of(type);
+    const int n = size_;
+    const int s = rank_;
+    const auto at = [&](int k, std::size_t o) { return in[static_cast<std::size_t>(wrap(s + k, n))] + from + o; };
+    constexpr std::size_t block = 32 << 10;
+    if (n > 2 && partial_.size() < block)
+      partial_.resize(block);
+    for (std::size_t o = 0; o < len; o += block) {
+      const std::size_t b = std::min(block, len - o);
+      if (n == 2) {
+        reduce_elements(out + o, at(0, o), at(1, o), b / e, type, op);
+      } else {
+        reduce_elements(partial_.data(), at(2, o), at(1, o), b / e, type, op);
+        for (int k = 3; k < n; ++k)
+          reduce_elements(partial_.data(), at(k, o), partial_.data(), b / e, type, op);
+        reduce_elements(out + o, at(0, o), partial_.data(), b / e, type, op);
+      }
+      if (op == reduce_op::average)
+        scale_elements(out + o, b / e, type, 1.0f / static_cast<float>(n));
+      if (spread)
+        for (int k = 1; k < n; ++k)
+          std::memcpy(in[static_cast<std::size_t>(wrap(s + k, n))] + from + o, out + o, b);
+    }
+  }
+
   std::string timeout_text() const {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout).count()) + " ms";
   }
@@ -764,6 +1032,13 @@ class ring_communicator::impl {
   std::atomic<bool> aborted_{false};
   status broken_;
   std::vector<std::byte> work_;
+  // Shared buffers: this rank's (as its resources held them at init), and every rank's mapped
+  // (empty unless direct_).
+  std::vector<std::pair<std::byte*, std::size_t>> own_shared_;
+  std::vector<peer_buffers> peers_;
+  bool direct_ = false;
+  std::uint64_t call_id_ = 0;
+  std::vector<std::byte> partial_;
   // Point to point: every rank's address, endpoints opened on first use, messages numbered per
   // peer, sends UCX has not finished (oldest first).
   std::vector<std::vector<std::byte>> peer_addresses_;
@@ -813,5 +1088,6 @@ status ring_communicator::recv(void* data, std::size_t bytes, int peer) { return
 void ring_communicator::abort() noexcept { impl_->abort(); }
 bool ring_communicator::aborted() const noexcept { return impl_->aborted(); }
 bool ring_communicator::neighbour_is_local() const noexcept { return impl_->neighbour_is_local(); }
+bool ring_communicator::reads_shared_buffers() const noexcept { return impl_->reads_shared_buffers(); }
 
 }  // namespace rekindle::transport

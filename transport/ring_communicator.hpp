@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,18 @@ class ring_resources {
   ~ring_resources();
   /// Allocates a spare mailbox when there is none; call when idle (after connect()).
   status prepare();
+
+  /// Host memory of `bytes` bytes that the other ranks of this host map (at most
+  /// `max_shared_buffers` per resources; they live as long as the resources). A collective whose
+  /// buffers lie in such memory on every rank, on a ring whose ranks are all on one host, reads
+  /// the peers' buffers in place instead of passing chunks around the ring: about half the
+  /// memory traffic, with the same result to the bit. Communicators created after the call see
+  /// the buffer; an earlier one treats it as private memory. An allreduce writes its result into
+  /// the other ranks' buffers too: after such a call failed on this rank (a deadline, an abort),
+  /// a peer still in it may write into this rank's buffer until its own call fails, which it
+  /// does before it can join a new communicator.
+  expected<std::span<std::byte>> allocate_shared(std::size_t bytes);
+  static constexpr std::size_t max_shared_buffers = 8;
 
   class impl;
   /// For the communicators built on these resources.
@@ -95,6 +108,9 @@ class ring_communicator final : public communicator {
 
   /// True when the right neighbour is on this host (shared-memory path).
   [[nodiscard]] bool neighbour_is_local() const noexcept;
+  /// True when every rank is on this host and maps every other's shared buffers
+  /// (ring_resources::allocate_shared): collectives on such buffers read them in place.
+  [[nodiscard]] bool reads_shared_buffers() const noexcept;
 
   class impl;
 

@@ -116,8 +116,8 @@ class shm_receiver final : public ring_receiver {
 
 class shm_sender final : public ring_sender {
  public:
-  shm_sender(ucp_rkey_h rkey, std::byte* base, mailbox_layout layout) : rkey_(rkey), base_(base), layout_(layout) {}
-  ~shm_sender() override { ucp_rkey_destroy(rkey_); }
+  shm_sender(std::unique_ptr<mapped_region> mailbox, mailbox_layout layout)
+      : mailbox_(std::move(mailbox)), base_(mailbox_->base()), layout_(layout) {}
 
   void begin_call(std::uint32_t) override {}
 
@@ -142,7 +142,7 @@ class shm_sender final : public ring_sender {
   bool wind_down() override { return true; }
 
  private:
-  ucp_rkey_h rkey_;
+  std::unique_ptr<mapped_region> mailbox_;
   std::byte* base_;
   mailbox_layout layout_;
   std::uint64_t next_ = 1;
@@ -313,59 +313,86 @@ class ucx_receiver final : public ring_receiver {
 
 }  // namespace
 
-expected<std::unique_ptr<shm_mailbox>> shm_mailbox::create(ucp_context_h context, mailbox_layout layout) {
+expected<std::unique_ptr<shm_region>> shm_region::create(ucp_context_h context, std::size_t bytes, const std::string& what) {
   ucp_mem_map_params_t params{};
   params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
   params.address = nullptr;
-  params.length = layout.total_size();
+  params.length = bytes;
   params.flags = UCP_MEM_MAP_ALLOCATE;
-  std::unique_ptr<shm_mailbox> m{new shm_mailbox};
+  std::unique_ptr<shm_region> m{new shm_region};
   m->context_ = context;
-  m->layout_ = layout;
   if (auto s = ucp_mem_map(context, &params, &m->memh_); s != UCS_OK)
-    return ucx_status(s, "allocating the ring mailbox (" + std::to_string(layout.total_size()) + " bytes)");
+    return ucx_status(s, "allocating " + what + " (" + std::to_string(bytes) + " bytes)");
   ucp_mem_attr_t attr{};
   attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
   if (auto s = ucp_mem_query(m->memh_, &attr); s != UCS_OK)
-    return ucx_status(s, "querying the ring mailbox");
+    return ucx_status(s, "querying " + what);
   m->base_ = static_cast<std::byte*>(attr.address);
-  // Zero headers, and touch every page now rather than on the first chunk.
-  std::memset(m->base_, 0, layout.total_size());
+  m->size_ = bytes;
+  // Zeroed, and every page touched now rather than on first use.
+  std::memset(m->base_, 0, bytes);
   void* rkey = nullptr;
   std::size_t rkey_len = 0;
   if (auto s = ucp_rkey_pack(context, m->memh_, &rkey, &rkey_len); s != UCS_OK)
-    return ucx_status(s, "packing the ring mailbox key");
+    return ucx_status(s, "packing the key of " + what);
   const auto base = reinterpret_cast<std::uint64_t>(m->base_);
-  m->address_.resize(8 + rkey_len);
+  const std::uint64_t size = bytes;
+  m->address_.resize(16 + rkey_len);
   std::memcpy(m->address_.data(), &base, 8);
-  std::memcpy(m->address_.data() + 8, rkey, rkey_len);
+  std::memcpy(m->address_.data() + 8, &size, 8);
+  std::memcpy(m->address_.data() + 16, rkey, rkey_len);
   ucp_rkey_buffer_release(rkey);
   return m;
 }
 
-shm_mailbox::~shm_mailbox() {
+shm_region::~shm_region() {
   if (memh_ != nullptr)
     ucp_mem_unmap(context_, memh_);
+}
+
+expected<std::unique_ptr<mapped_region>> mapped_region::map(ucp_ep_h ep, std::span<const std::byte> address) {
+  if (address.size() <= 16)
+    return status{errc::invalid_argument, "malformed shared-memory address (" + std::to_string(address.size()) + " bytes)"};
+  std::uint64_t base = 0;
+  std::uint64_t size = 0;
+  std::memcpy(&base, address.data(), 8);
+  std::memcpy(&size, address.data() + 8, 8);
+  std::unique_ptr<mapped_region> m{new mapped_region};
+  if (auto s = ucp_ep_rkey_unpack(ep, address.data() + 16, &m->rkey_); s != UCS_OK) {
+    m->rkey_ = nullptr;
+    return status{errc::unsupported, "cannot unpack the key: " + std::string{ucs_status_string(s)}};
+  }
+  void* local = nullptr;
+  if (auto s = ucp_rkey_ptr(m->rkey_, base, &local); s != UCS_OK)
+    return status{errc::unsupported, "cannot map it here: " + std::string{ucs_status_string(s)}};
+  m->base_ = static_cast<std::byte*>(local);
+  m->size_ = size;
+  return m;
+}
+
+mapped_region::~mapped_region() {
+  if (rkey_ != nullptr)
+    ucp_rkey_destroy(rkey_);
+}
+
+expected<std::unique_ptr<shm_mailbox>> shm_mailbox::create(ucp_context_h context, mailbox_layout layout) {
+  std::unique_ptr<shm_mailbox> m{new shm_mailbox};
+  RK_ASSIGN_OR_RETURN(m->region_, shm_region::create(context, layout.total_size(), "the ring mailbox"));
+  m->layout_ = layout;
+  return m;
 }
 
 std::unique_ptr<ring_receiver> make_shm_receiver(shm_mailbox& mailbox) { return std::make_unique<shm_receiver>(mailbox); }
 
 expected<std::unique_ptr<ring_sender>> make_shm_sender(ucp_ep_h ep, std::span<const std::byte> mailbox_address,
                                                        mailbox_layout layout) {
-  if (mailbox_address.size() <= 8)
-    return status{errc::invalid_argument, "malformed mailbox address"};
-  std::uint64_t base = 0;
-  std::memcpy(&base, mailbox_address.data(), 8);
-  ucp_rkey_h rkey = nullptr;
-  if (auto s = ucp_ep_rkey_unpack(ep, mailbox_address.data() + 8, &rkey); s != UCS_OK)
-    return status{errc::unsupported, "cannot unpack the right neighbour's mailbox key: " + std::string{ucs_status_string(s)}};
-  void* local = nullptr;
-  if (auto s = ucp_rkey_ptr(rkey, base, &local); s != UCS_OK) {
-    ucp_rkey_destroy(rkey);
-    return status{errc::unsupported, "cannot map the right neighbour's mailbox: " + std::string{ucs_status_string(s)}};
-  }
-  auto* mapped = static_cast<std::byte*>(local);
-  return std::unique_ptr<ring_sender>{std::make_unique<shm_sender>(rkey, mapped, layout)};
+  auto mapped = mapped_region::map(ep, mailbox_address);
+  if (!mapped)
+    return status{mapped.error().code(), "the right neighbour's mailbox: " + mapped.error().message()};
+  if ((*mapped)->size() < layout.total_size())
+    return status{errc::invalid_argument, "the right neighbour's mailbox holds " + std::to_string((*mapped)->size()) +
+                                              " bytes, the layout needs " + std::to_string(layout.total_size())};
+  return std::unique_ptr<ring_sender>{std::make_unique<shm_sender>(std::move(*mapped), layout)};
 }
 
 std::unique_ptr<ring_sender> make_ucx_sender(ucp_worker_h worker, ucp_ep_h right, std::uint32_t gen) {

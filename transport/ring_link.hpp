@@ -74,23 +74,61 @@ struct mailbox_layout {
   [[nodiscard]] std::size_t total_size() const noexcept { return header_size() + slots * slot_size; }
 };
 
-/// Allocates the mailbox through UCX; `address_bytes()` is what the left neighbour needs to map it.
+/// Host memory UCX allocates as shared memory, which other processes of this host map by its
+/// address bytes (base, size and packed key).
+class shm_region {
+ public:
+  /// `what` names the region in errors ("the ring mailbox").
+  static expected<std::unique_ptr<shm_region>> create(ucp_context_h context, std::size_t bytes, const std::string& what);
+  ~shm_region();
+  shm_region(const shm_region&) = delete;
+  shm_region& operator=(const shm_region&) = delete;
+  [[nodiscard]] const std::vector<std::byte>& address_bytes() const noexcept { return address_; }
+  [[nodiscard]] std::byte* base() const noexcept { return base_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  shm_region() = default;
+  ucp_context_h context_ = nullptr;
+  ucp_mem_h memh_ = nullptr;
+  std::byte* base_ = nullptr;
+  std::size_t size_ = 0;
+  std::vector<std::byte> address_;
+};
+
+/// Another process's shm_region mapped here, through an endpoint to it. The mapping stays valid
+/// when that process dies; it goes with this object (before the endpoint is closed).
+class mapped_region {
+ public:
+  /// errc::unsupported when UCX cannot map it here (another host, no shared memory);
+  /// errc::invalid_argument for malformed address bytes.
+  static expected<std::unique_ptr<mapped_region>> map(ucp_ep_h ep, std::span<const std::byte> address);
+  ~mapped_region();
+  mapped_region(const mapped_region&) = delete;
+  mapped_region& operator=(const mapped_region&) = delete;
+  [[nodiscard]] std::byte* base() const noexcept { return base_; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  mapped_region() = default;
+  ucp_rkey_h rkey_ = nullptr;
+  std::byte* base_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+/// The mailbox: a region of mailbox_layout's size.
 class shm_mailbox {
  public:
   static expected<std::unique_ptr<shm_mailbox>> create(ucp_context_h context, mailbox_layout layout);
-  ~shm_mailbox();
-  /// Base address and packed rkey, for the left neighbour.
-  [[nodiscard]] const std::vector<std::byte>& address_bytes() const noexcept { return address_; }
-  [[nodiscard]] std::byte* base() const noexcept { return base_; }
+  /// What the left neighbour needs to map it.
+  [[nodiscard]] const std::vector<std::byte>& address_bytes() const noexcept { return region_->address_bytes(); }
+  [[nodiscard]] std::byte* base() const noexcept { return region_->base(); }
   [[nodiscard]] const mailbox_layout& layout() const noexcept { return layout_; }
 
  private:
   shm_mailbox() = default;
-  ucp_context_h context_ = nullptr;
-  ucp_mem_h memh_ = nullptr;
-  std::byte* base_ = nullptr;
+  std::unique_ptr<shm_region> region_;
   mailbox_layout layout_;
-  std::vector<std::byte> address_;
 };
 
 std::unique_ptr<ring_receiver> make_shm_receiver(shm_mailbox& mailbox);
