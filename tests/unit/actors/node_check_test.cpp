@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -55,12 +56,19 @@ TEST(node_check, the_figures_cross_the_wire_unchanged) {
 TEST(node_check, the_slow_drill_lowers_every_figure_by_about_its_factor) {
   testing::temp_dir dir{"node-check"};
   auto o = small(dir.path());
-  const auto normal = check_node(o);
+  const auto before = check_node(o);
   o.slow_factor = 4;
   const auto slowed = check_node(o);
-  // Best of several rounds of CPU time each: a 4x drill lands near 0.25x; noise cannot lift it to 0.6x.
-  EXPECT_LT(slowed.gemm_gflops, 0.6 * normal.gemm_gflops);
-  EXPECT_LT(slowed.memory_gbps, 0.6 * normal.memory_gbps);
+  o.slow_factor = 1;
+  const auto after = check_node(o);
+  // Best of several rounds of CPU time each: a 4x drill lands near 0.25x; noise cannot lift it to
+  // 0.6x. Noise can lower a normal check, though: another process copying memory for all of its
+  // 20 ms cut the memory figure to a fifth once. The better of a check before and one after the
+  // drilled one is the machine's.
+  const double gemm = std::max(before.gemm_gflops, after.gemm_gflops);
+  const double memory = std::max(before.memory_gbps, after.memory_gbps);
+  EXPECT_LT(slowed.gemm_gflops, 0.6 * gemm);
+  EXPECT_LT(slowed.memory_gbps, 0.6 * memory);
   EXPECT_GT(slowed.gemm_gflops, 0.0);
 }
 
