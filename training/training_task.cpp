@@ -189,16 +189,15 @@ class data_parallel_task final : public training_task {
     shard_ = padded_ / w;
     begin_ = static_cast<std::size_t>(rank_) * shard_;
 
-    // The gradients in memory the task does not own (the ring's shared buffers), zeroed as
-    // allocate's is; or the backend's own.
-    const auto place = [&](std::span<float> given) -> expected<kernels::device_buffer> {
-      if (!backend_->host_memory() || given.size() < padded_)
-        return backend_->allocate(padded_);
-      std::fill_n(given.data(), padded_, 0.0f);
-      return kernels::device_buffer{given.data(), padded_, &keep_memory};
-    };
     RK_ASSIGN_OR_RETURN(params_, backend_->allocate(padded_));
-    RK_ASSIGN_OR_RETURN(grads_, place(options.gradient_memory));
+    const auto given = options.gradient_memory;
+    if (backend_->host_memory() && given.size() >= padded_) {
+      // Memory the task does not own (the ring's shared buffer), zeroed as allocate's is.
+      std::fill_n(given.data(), padded_, 0.0f);
+      grads_ = kernels::device_buffer{given.data(), padded_, &keep_memory};
+    } else {
+      RK_ASSIGN_OR_RETURN(grads_, backend_->allocate(padded_));
+    }
     RK_ASSIGN_OR_RETURN(grad_shard_, backend_->allocate(shard_));
     RK_ASSIGN_OR_RETURN(m_, backend_->allocate(shard_));
     RK_ASSIGN_OR_RETURN(v_, backend_->allocate(shard_));

@@ -3,6 +3,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -700,12 +702,16 @@ class ring_communicator::impl {
         }
         auto ep = p2p_endpoint(r);
         if (!ep) {
+          spdlog::warn("rank {}: collectives on shared buffers go around the ring: no endpoint to rank {}: {}", rank_, r,
+                       ep.error().message());
           can = false;
           break;
         }
         for (const auto& bytes : all[static_cast<std::size_t>(r)].shared) {
           auto m = detail::mapped_region::map(*ep, bytes);
           if (!m) {
+            spdlog::warn("rank {}: collectives on shared buffers go around the ring: rank {}'s buffers: {}", rank_, r,
+                         m.error().message());
             can = false;
             break;
           }
