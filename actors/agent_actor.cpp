@@ -389,7 +389,9 @@ caf::behavior agent_actor::make_behavior() {
       [this](spawn_atom, std::uint32_t local_index, epoch_t epoch) {
         // A delayed restart: still wanted?
         auto a = assignment_.find(local_index);
-        if (epoch != epoch_ || a == assignment_.end() || workers_.contains(local_index) || finished_)
+        // A process of an older epoch that is being stopped does not hold the place.
+        const auto w = workers_.find(local_index);
+        if (epoch != epoch_ || a == assignment_.end() || (w != workers_.end() && !w->second.retiring) || finished_)
           return;
         spawn_worker(local_index);
       },
@@ -405,8 +407,16 @@ void agent_actor::apply(const assign_ranks& a) {
   started_.reset();
   forget_stale_progress();
   assignment_.clear();
-  for (const auto& r : a.ranks)
+  new_processes_ = false;
+  for (const auto& r : a.ranks) {
     assignment_[r.local_index] = r;
+    new_processes_ = new_processes_ || r.new_process;
+  }
+  if (new_processes_ && standby_) {
+    spdlog::info("agent stops standby pid={}: every epoch starts new processes", standby_->pid);
+    ::kill(standby_->pid, SIGKILL);
+    standby_.reset();
+  }
   caf::anon_send(checkpoint_, a);
   // Workers no longer wanted here leave; the others learn their rank in the new epoch. A user's
   // program that never joined through the worker API cannot learn a new rank or world: every
@@ -416,6 +426,8 @@ void agent_actor::apply(const assign_ranks& a) {
       stop_worker(w, SIGKILL, "epoch " + std::to_string(a.epoch.value()) + " starts every rank's program again");
     else if (!assignment_.contains(i) && !w.retiring)
       stop_worker(w, w.external ? SIGKILL : SIGTERM, "not assigned in epoch " + std::to_string(a.epoch.value()));
+    else if (!w.retiring && assignment_.at(i).new_process)
+      stop_worker(w, SIGKILL, "epoch " + std::to_string(a.epoch.value()) + " starts every rank's process again");
   for (const auto& [i, r] : assignment_) {
     auto it = workers_.find(i);
     if (it != workers_.end() && !it->second.retiring) {
@@ -463,7 +475,7 @@ void agent_actor::stop_worker(worker& w, int signal, const std::string& why) {
 }
 
 void agent_actor::spawn_worker(std::uint32_t local_index) {
-  if (standby_ && standby_->peer) {
+  if (standby_ && standby_->peer && !new_processes_) {
     // Promote the warm standby: it only has to open the slot and the communicator (a program's
     // standby has imported its framework and built its model).
     worker w = *standby_;
@@ -499,7 +511,8 @@ void agent_actor::ensure_standby() {
   // The next standby comes once the epoch trains. A user's program gets one once a program of
   // the job joined through the worker API (one that never does could not be activated).
   const bool external = ctx_->spec.job.external();
-  if (standby_ || finished_ || epoch_.value() == 0 || trained_epoch_ != epoch_ || (external && !api_seen_))
+  if (standby_ || new_processes_ || finished_ || epoch_.value() == 0 || trained_epoch_ != epoch_ ||
+      (external && !api_seen_))
     return;
   const auto pid = external ? start_program(std::nullopt) : fork_worker(std::nullopt);
   if (pid < 0)

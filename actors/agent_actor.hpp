@@ -128,6 +128,9 @@ class agent_actor : public caf::event_based_actor {
   std::map<std::uint32_t, worker> workers_;
   /// A started worker without a local rank, ready to replace a failed one.
   std::optional<worker> standby_;
+  /// The supervisor asked for new processes in the latest epoch (the restart-all policy): no warm
+  /// standby is kept or used, as a job launcher that restarts everything has none.
+  bool new_processes_ = false;
   /// A program of this job joined through the worker API: the job is at level 1.
   bool api_seen_ = false;
   std::vector<progress_report> progress_;

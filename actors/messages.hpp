@@ -150,6 +150,9 @@ struct rank_assignment {
   std::uint32_t local_index = 0;
   /// Start a new process only after this long (restart back-off).
   std::int64_t delay_ns = 0;
+  /// Stop a live process of the previous epoch and start a new one (the restart-all policy),
+  /// never a warm standby.
+  bool new_process = false;
 };
 
 /// The supervisor tells a node which ranks it runs in `epoch`; every other worker process of the
@@ -560,7 +563,7 @@ RK_INSPECT(link_probe_ack, x.id, x.seq, x.bytes)
 RK_INSPECT(link_report, x.id, x.node, x.peer, x.mbps, x.error)
 RK_INSPECT(node_check_report, x.node, x.id, x.gemm_gflops, x.memory_gbps, x.disk_mbps, x.fsync_ms, x.gpus, x.gpus_expected,
            x.gpu_detail, x.error, x.gpu_gflops, x.gpu_faults)
-RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns)
+RK_INSPECT(rank_assignment, x.rank, x.local_index, x.delay_ns, x.new_process)
 RK_INSPECT(assign_ranks, x.epoch, x.world, x.ranks, x.buddy, x.buddy_address, x.rank0_host)
 RK_INSPECT(abort_epoch, x.epoch)
 RK_INSPECT(rank_ready, x.epoch, x.rank, x.node, x.local_index, x.pid, x.address)

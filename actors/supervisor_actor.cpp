@@ -172,7 +172,7 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       auto& as = assigns[sp->slot.node];
       as.epoch = sp->epoch;
       as.world = sp->world;
-      as.ranks.push_back({sp->slot.rank, sp->slot.local_index, sp->delay.count()});
+      as.ranks.push_back({sp->slot.rank, sp->slot.local_index, sp->delay.count(), sp->new_process});
       auto& rs = ranks_[sp->slot.rank];
       rs.node = sp->slot.node.value();
       rs.local_index = sp->slot.local_index;

@@ -840,11 +840,21 @@ void read_recovery(context& ctx, const toml::table& root, spec& s) {
   v.max_restarts = r.integer<std::uint32_t>("max_restarts", v.max_restarts, 0, 1'000'000);
   v.backoff = r.duration("backoff", v.backoff, 0ns, 1h);
   v.backoff_max = r.duration("backoff_max", v.backoff_max, 0ns, 24h);
+  v.policy = r.string("policy", v.policy);
   r.finish();
   if (v.backoff > v.backoff_max)
     r.error(r.has("backoff") ? "backoff" : "backoff_max",
             "backoff (" + duration_to_string(v.backoff) + ") must not exceed backoff_max (" +
                 duration_to_string(v.backoff_max) + ")");
+  if (v.policy != "in-place" && v.policy != "restart-all") {
+    r.error("policy", "'" + v.policy + "' is not a recovery policy: use \"in-place\" or \"restart-all\"");
+  } else if (v.restart_all() && s.job.external()) {
+    r.error("policy", "\"restart-all\" applies to the built-in worker: a job.command program that does not use "
+                      "the worker API already starts again on every failure, and one that does keeps its process");
+  } else if (v.restart_all() && s.checkpoint.persist_every == 0) {
+    r.error("policy", "\"restart-all\" restores only from checkpoints on disk, and checkpoint.persist_every = 0 "
+                      "writes none: every failure would restart from step 0 (set persist_every to 1 or more)");
+  }
 }
 
 void read_checks(context& ctx, const toml::table& root, spec& s) {
@@ -1205,7 +1215,8 @@ std::string to_toml(const spec& s) {
     << "max_restarts_per_rank = " << rc.max_restarts_per_rank << "\n"
     << "max_restarts = " << rc.max_restarts << "\n"
     << "backoff = " << quote(duration_to_string(rc.backoff)) << "\n"
-    << "backoff_max = " << quote(duration_to_string(rc.backoff_max)) << "\n";
+    << "backoff_max = " << quote(duration_to_string(rc.backoff_max)) << "\n"
+    << "policy = " << quote(rc.policy) << "\n";
   const auto& ck = s.checks;
   o << "\n[checks]\n"
     << "preflight = " << (ck.preflight ? "true" : "false") << "\n"

@@ -236,6 +236,13 @@ struct recovery_spec {
   nanoseconds backoff = std::chrono::milliseconds{100};
   /// Longest restart delay. Default: 5s.
   nanoseconds backoff_max = std::chrono::seconds{5};
+  /// "in-place": a failure restarts only the failed ranks' processes, and the job restores the
+  /// newest snapshot in memory (or on disk, when newer). "restart-all": every new epoch starts
+  /// every rank's process again and restores the newest checkpoint on disk, as a job launcher
+  /// that restarts the whole job does (the baseline the in-place policy is measured against; the
+  /// simulator's `--policy restart-all`). Default: "in-place".
+  std::string policy = "in-place";
+  [[nodiscard]] bool restart_all() const noexcept { return policy == "restart-all"; }
 
   bool operator==(const recovery_spec&) const = default;
 };

@@ -435,8 +435,8 @@ bool snapshot_registry::held_everywhere(const world_copies& w, step_t s, std::si
   return true;
 }
 
-std::optional<restore_choice> snapshot_registry::choose_restore() const {
-  auto memory = choose_from_memory();
+std::optional<restore_choice> snapshot_registry::choose_restore(bool from_memory) const {
+  auto memory = from_memory ? choose_from_memory() : std::nullopt;
   if (checkpoints_.empty() || (memory && memory->step >= checkpoints_.rbegin()->first))
     return memory;
   // The newest committed checkpoint is newer than anything in memory: every rank reads its shard

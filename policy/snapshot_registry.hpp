@@ -131,7 +131,8 @@ class snapshot_registry {
 
   /// The newest step whose state every rank of one world can still read from a live node (its
   /// own slot, then a replica), or the newest committed checkpoint on disk when that is newer.
-  [[nodiscard]] std::optional<restore_choice> choose_restore() const;
+  /// `memory` false: only the newest committed checkpoint (the restart-all policy).
+  [[nodiscard]] std::optional<restore_choice> choose_restore(bool memory = true) const;
   /// The current epoch restores from `c`: a copy of it that fails is looked up there.
   void restoring_from(const restore_choice& c) noexcept { restore_gen_ = c.gen; }
   /// Why no restore point exists, for the event: the steps the ranks still hold.

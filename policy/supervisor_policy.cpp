@@ -46,6 +46,7 @@ policy_config policy_config_of(const config::spec& s) {
   c.max_restarts = s.recovery.max_restarts;
   c.backoff = s.recovery.backoff;
   c.backoff_max = s.recovery.backoff_max;
+  c.restart_all = s.recovery.restart_all();
   c.reports_progress = !s.job.external();
   c.world_multiple = s.job.pipeline_stages();
   c.preflight = s.checks.preflight;
@@ -230,7 +231,7 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
   out.push_back(assign_buddies{epoch_, buddies()});
   for (const auto& s : placement_) {
     const auto delay = respawn.contains(s.rank) ? backoff_for(ranks_[s.rank].quick_failures) : std::chrono::nanoseconds::zero();
-    out.push_back(spawn_rank{epoch_, s, world(), delay});
+    out.push_back(spawn_rank{epoch_, s, world(), delay, config_.restart_all});
   }
   state_ = job_state::rendezvous;
   rendezvous_since_ = now;
@@ -571,7 +572,7 @@ void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
   start_epoch start;
   start.epoch = epoch_;
   start.placement = placement_;
-  if (auto choice = copies_.choose_restore()) {
+  if (auto choice = copies_.choose_restore(!config_.restart_all)) {
     copies_.restoring_from(*choice);
     start.restore_step = choice->step;
     start.restore_world = choice->world;
@@ -581,7 +582,11 @@ void supervisor_policy::maybe_start(std::vector<policy_action>& out) {
     start.restore_world = world();
     if (step_.value() > 0)
       out.push_back(note_event{"no_snapshot",
-                               "no complete snapshot survives (" + copies_.missing_copies() + "): training restarts from step 0",
+                               config_.restart_all
+                                   ? std::string{"no checkpoint is committed on disk (the restart-all policy restores "
+                                                 "only from disk): training restarts from step 0"}
+                                   : "no complete snapshot survives (" + copies_.missing_copies() +
+                                         "): training restarts from step 0",
                                {}, {}});
   }
   state_ = job_state::running;

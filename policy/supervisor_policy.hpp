@@ -46,6 +46,10 @@ struct policy_config {
   std::uint32_t world_multiple = 1;
   /// Steps between in-memory snapshots.
   std::uint64_t snapshot_every = 1;
+  /// The restart-all policy (recovery.policy): every new epoch starts every rank's process anew
+  /// (spawn_rank::new_process) and restores the newest committed checkpoint on disk, never a
+  /// copy in memory.
+  bool restart_all = false;
   std::chrono::nanoseconds hang_timeout = std::chrono::seconds{10};
   /// Deadline of a rank's collective calls. When set, a rank whose peers report their
   /// collectives failing while it reports nothing and makes no progress for this long plus a
@@ -123,6 +127,9 @@ struct spawn_rank {
   rank_slot slot;
   std::uint32_t world = 0;
   std::chrono::nanoseconds delay{};
+  /// Start a new process even where one of the previous epoch lives (which is stopped): the
+  /// restart-all policy. False: a live process joins the new epoch.
+  bool new_process = false;
 };
 /// A restart of `rank` was counted (toward max_restarts_per_rank and max_restarts): make it durable,
 /// so that a restarted supervisor counts on from there.

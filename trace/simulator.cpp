@@ -115,7 +115,7 @@ class simulator {
         cluster_(std::move(cluster)),
         m_(m),
         kind_(p),
-        policy_(policy_config_of(cluster_, m), clock_),
+        policy_(policy_config_of(cluster_, m, p), clock_),
         horizon_(horizon),
         custody_(m.snapshot_every),
         coordinator_(p == policy_kind::in_place ? m.persist_every : 0, m.snapshot_every, clock_) {
@@ -166,8 +166,9 @@ class simulator {
  private:
   using node_id = rekindle::node_id;
 
-  static policy::policy_config policy_config_of(const cluster_shape& c, const model& m) {
+  static policy::policy_config policy_config_of(const cluster_shape& c, const model& m, policy_kind p) {
     policy::policy_config pc;
+    pc.restart_all = p == policy_kind::restart_all;
     for (const auto& n : c.nodes())
       pc.nodes.push_back({n.name, n.spare ? 0u : n.ranks, n.spare, n.domain});
     pc.buddy_across_domains = m.buddy_across_domains != 0;
@@ -579,9 +580,6 @@ class simulator {
       ++result_.checkpoints_failed;
     }
     (void)coordinator_.on_epoch(policy_.epoch());
-    if (kind_ == policy_kind::restart_all)
-      for (auto& n : nodes_)
-        std::fill(n.alive.begin(), n.alive.end(), 0);
   }
 
   void schedule_ready(const std::vector<policy::spawn_rank>& spawns) {
@@ -603,7 +601,8 @@ class simulator {
       }
       if (s.slot.local_index >= node.alive.size())
         node.alive.resize(s.slot.local_index + 1, 0);
-      const bool survivor = node.alive[s.slot.local_index] != 0;
+      // The restart-all policy starts every process anew (spawn_rank::new_process).
+      const bool survivor = node.alive[s.slot.local_index] != 0 && !s.new_process;
       const auto start = !started_ || survivor ? 0 : m_.process_start.count();
       const auto at = add(add(now_, s.delay.count()), start);
       node.alive[s.slot.local_index] = 1;

@@ -184,12 +184,16 @@ int replay(const connection_options& o, const std::string& file, double speed, d
   };
   // A warm standby starting up (at the job's start, and after each failure that used one) takes
   // the machine's cores from training: the baseline is measured once every node has one ready
-  // (10 s at most), as the job would train all along.
+  // (10 s at most), as the job would train all along. The restart-all policy keeps none; its
+  // steady state writes checkpoints (their copies and writer threads take cores too): the baseline
+  // waits for the first one committed after the job's start.
+  const bool restart_all = where->spec.recovery.restart_all();
   const auto wait_for_standbys = [&] {
     const auto until = clock_type::now() + std::chrono::seconds{10};
     while (clock_type::now() < until) {
-      if (std::all_of(s->nodes.begin(), s->nodes.end(),
-                      [](const actors::node_status& n) { return !n.up || n.standby_ready; }))
+      if (restart_all ? s->checkpoint.last_step.has_value()
+                      : std::all_of(s->nodes.begin(), s->nodes.end(),
+                                    [](const actors::node_status& n) { return !n.up || n.standby_ready; }))
         return;
       std::this_thread::sleep_for(poll);
       if (auto next = status_of(o, &session, ignored))
@@ -359,10 +363,29 @@ int replay(const connection_options& o, const std::string& file, double speed, d
       m.memory_bandwidth = m.buddy_bandwidth =
           static_cast<double>(m.state_size) / std::max(restore / static_cast<double>(n), 1e-4);
       m.horizon = std::chrono::nanoseconds{static_cast<std::int64_t>(window * 1e9)};
-      auto sim = trace::simulate(*parsed.value, cluster, m, trace::policy_kind::in_place);
+      // The restart-all policy (recovery.policy) with this cluster's costs, not the model's
+      // defaults for a launcher that restarts the job: the daemon finds an exit at once
+      // (waitpid) and a hang by the hang timeout; every process starts in the measured respawn
+      // time, the rendezvous takes the measured time whatever the world, the restore reads the
+      // checkpoint at the measured speed, and checkpoints are written off the training path (the
+      // baseline rate pays for them) every persist_every snapshots.
+      const auto policy = spec.recovery.restart_all() ? trace::policy_kind::restart_all : trace::policy_kind::in_place;
+      if (policy == trace::policy_kind::restart_all) {
+        m.restart_all_exit_detection = std::chrono::nanoseconds::zero();
+        m.restart_all_hang_detection = spec.timeouts.hang;
+        m.restart_all_process_start = m.process_start;
+        m.restart_all_rendezvous = m.rendezvous;
+        m.restart_all_rendezvous_per_rank = std::chrono::nanoseconds::zero();
+        m.disk_bandwidth = m.memory_bandwidth;
+        m.storage_bandwidth = 1e18;  // the measured restores already include the storage's share
+        m.checkpoint_every = std::max<std::uint64_t>(spec.checkpoint.snapshot_every * spec.checkpoint.persist_every, 1);
+        m.persist_bandwidth = 1e18;
+      }
+      auto sim = trace::simulate(*parsed.value, cluster, m, policy);
       if (sim) {
         simulated = sim->ratio();
-        out["simulated"] = {{"effective_ratio", sim->ratio()},
+        out["simulated"] = {{"policy", policy == trace::policy_kind::restart_all ? "restart-all" : "in-place"},
+                            {"effective_ratio", sim->ratio()},
                             {"recoveries", sim->recoveries},
                             {"step_time_s", 1.0 / base_rate},
                             {"compute_share", m.compute_share},

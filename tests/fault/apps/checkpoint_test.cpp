@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -165,6 +166,47 @@ TEST(checkpoint, a_whole_job_restart_resumes_from_the_newest_checkpoint_with_the
   const auto& r = report["recoveries"][0];
   EXPECT_EQ(r["source"], "disk") << r.dump() << c.log("n0");
   EXPECT_GE(r["restored_step"].get<std::uint64_t>(), newest) << r.dump();
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+}
+
+// recovery.policy = "restart-all": a killed rank starts every rank's process again (no warm
+// standby), and the job restores the newest checkpoint on disk, not the newer copies in memory.
+TEST(checkpoint, restart_all_starts_every_process_again_from_the_newest_checkpoint_with_the_same_final_loss) {
+  const double expected = reference_loss();
+  auto o = options();
+  o.extra = "[recovery]\npolicy = \"restart-all\"\n";
+  testing::local_cluster c{o};
+  c.start_all();
+  const auto dir = c.data_dir() / "checkpoints";
+  ASSERT_TRUE(c.wait_for([&](const nlohmann::json&) { return !manifests(dir).empty(); }, 120s)) << c.log("n0");
+  std::vector<int> before;
+  for (int r = 0; r < 4; ++r)
+    before.push_back(c.rank_pid(r));
+  for (int pid : before)
+    ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(before[2], SIGKILL), 0);
+  // Every rank runs in a process of its own again, none of the old ones.
+  const bool moved = c.wait_for(
+      [&](const nlohmann::json& s) {
+        if (!s.contains("epoch") || s["epoch"].get<std::uint64_t>() < 2 || s.value("state", "") != "running")
+          return false;
+        for (int r = 0; r < 4; ++r) {
+          const int pid = c.rank_pid(r);
+          if (pid <= 0 || std::find(before.begin(), before.end(), pid) != before.end())
+            return false;
+        }
+        return true;
+      },
+      120s);
+  EXPECT_TRUE(moved) << c.log("n0") << c.log("n1");
+  const auto report = c.wait_done(240s);
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  ASSERT_GE(report["recoveries"].size(), 1u) << report.dump(2);
+  const auto& r = report["recoveries"][0];
+  EXPECT_EQ(r["source"], "disk") << r.dump() << c.log("n0");
+  EXPECT_GT(r["restored_step"].get<std::uint64_t>(), 0u) << r.dump();
+  EXPECT_EQ(r["restored_step"].get<std::uint64_t>() % 20, 0u) << "an anchor persisted to disk: " << r.dump();
+  EXPECT_NE(c.log("n1").find("starts every rank's process again"), std::string::npos) << c.log("n1");
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
 }
 

@@ -130,6 +130,31 @@ TEST(config, snapshots_overlap_the_next_step_unless_turned_off) {
   EXPECT_EQ(e.field, "checkpoint.overlap");
 }
 
+TEST(config, the_recovery_policy_is_in_place_or_restart_all_with_checkpoints_on_disk) {
+  temp_dir dir;
+  auto r = parse_in(dir, two_nodes);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.value->recovery.policy, "in-place");
+  EXPECT_FALSE(r.value->recovery.restart_all());
+  r = parse_in(dir, std::string{two_nodes} + "\n[recovery]\npolicy = \"restart-all\"\n");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_TRUE(r.value->recovery.restart_all());
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[recovery]\npolicy = \"restart_all\"\n"));
+  EXPECT_EQ(e.field, "recovery.policy");
+  EXPECT_EQ(e.line, 9u);
+  EXPECT_NE(e.message.find("'restart_all' is not a recovery policy"), std::string::npos) << e.message;
+  // Restores only from disk: a configuration that writes no checkpoint is refused.
+  e = only_error(parse_in(dir, std::string{two_nodes} +
+                                   "\n[checkpoint]\npersist_every = 0\n[recovery]\npolicy = \"restart-all\"\n"));
+  EXPECT_EQ(e.field, "recovery.policy");
+  EXPECT_NE(e.message.find("persist_every = 0"), std::string::npos) << e.message;
+  // A user's program restarts by its own level.
+  e = only_error(parse_in(dir, std::string{two_nodes} +
+                                   "\n[job]\ncommand = [\"sh\", \"-c\", \"true\"]\n[recovery]\npolicy = \"restart-all\"\n"));
+  EXPECT_EQ(e.field, "recovery.policy");
+  EXPECT_NE(e.message.find("built-in worker"), std::string::npos) << e.message;
+}
+
 TEST(config, the_link_check_and_the_periodic_check) {
   temp_dir dir;
   auto r = parse_in(dir, two_nodes);

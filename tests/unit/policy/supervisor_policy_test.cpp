@@ -412,6 +412,55 @@ TEST(supervisor_policy, no_surviving_snapshot_restarts_from_step_zero_and_says_s
   EXPECT_EQ(start[0].restore_step, step_t{0});
 }
 
+TEST(supervisor_policy, restart_all_starts_every_process_anew_and_restores_only_from_disk) {
+  fake_clock clock;
+  auto c = two_nodes();
+  c.restart_all = true;
+  supervisor_policy p{c, clock};
+  (void)start_job(p, 2);
+  // Newer steps in every slot than on disk, and none on disk at first.
+  snapshot_all(p, 10);
+  for (const auto& s : p.placement())
+    (void)p.on_progress(s.rank, p.epoch(), step_t{12});
+  auto a = p.on_rank_failed(rank_id{1}, p.epoch(), "killed by signal 9");
+  auto spawns = all_of<spawn_rank>(a);
+  ASSERT_EQ(spawns.size(), 4u);
+  for (const auto& s : spawns)
+    EXPECT_TRUE(s.new_process) << "rank " << s.slot.rank.value() << " keeps its process";
+  EXPECT_EQ(p.restarts(), 1u) << "only the failed rank counts as restarted";
+  std::vector<policy_action> last;
+  for (const auto& s : p.placement())
+    last = p.on_rank_ready(s.rank, p.epoch());
+  auto start = all_of<start_epoch>(last);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{0}) << "step 10 is only in memory";
+  const auto notes = all_of<note_event>(last);
+  const auto none = std::find_if(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "no_snapshot"; });
+  ASSERT_NE(none, notes.end());
+  EXPECT_NE(none->detail.find("no checkpoint is committed on disk"), std::string::npos) << none->detail;
+  // A checkpoint on disk older than the copies in memory is the restore point.
+  p.on_checkpoint_committed(step_t{20}, 4);
+  snapshot_all(p, 30);
+  (void)p.on_rank_failed(rank_id{3}, p.epoch(), "exited with status 1");
+  start = all_ready(p);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{20});
+  ASSERT_EQ(start[0].sources.size(), 4u);
+  for (const auto& s : start[0].sources)
+    EXPECT_EQ(s.where, copy_kind::disk);
+  // The in-place policy, on the same events, keeps the processes and restores step 30.
+  supervisor_policy q{two_nodes(), clock};
+  (void)start_job(q, 2);
+  q.on_checkpoint_committed(step_t{20}, 4);
+  snapshot_all(q, 30);
+  a = q.on_rank_failed(rank_id{3}, q.epoch(), "exited with status 1");
+  for (const auto& s : all_of<spawn_rank>(a))
+    EXPECT_FALSE(s.new_process);
+  start = all_ready(q);
+  ASSERT_EQ(start.size(), 1u);
+  EXPECT_EQ(start[0].restore_step, step_t{30});
+}
+
 TEST(supervisor_policy, hung_ranks_are_killed_and_lost_nodes_found_by_ticks) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};
