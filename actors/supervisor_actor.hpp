@@ -16,6 +16,7 @@
 #include "actors/node_context.hpp"
 #include "planner/plan.hpp"
 #include "planner/problem.hpp"
+#include "planner/replan.hpp"
 #include "planner/search.hpp"
 #include "policy/checkpoint_coordinator.hpp"
 #include "policy/link_screen.hpp"
@@ -235,6 +236,21 @@ class supervisor_actor : public caf::event_based_actor {
   /// placement in the split in force, its shares), with every node down lost. On success the split
   /// and shares in force become the new plan's.
   expected<policy::replanned> replan(const std::vector<policy::rank_slot>& placement, node_id lost);
+  /// The re-plan upwards: a node of job.plan is back while another is still down. planner::replan
+  /// from job.plan (its placement, split and shares) with every node down lost; the plan it gives
+  /// when predicted at least research_gain faster than the world running (whose split and shares
+  /// become it, and whose full re-search starts), else nullopt with an event (replan_up) saying why.
+  std::optional<policy::replanned> replan_up();
+  /// `placement` in the split `stages` (one entry: no pipeline) with each replica's share
+  /// (`shares`, by replica; empty or any 0: shared out again) as the planner's plan, with its
+  /// prediction when the planner can evaluate it.
+  [[nodiscard]] expected<planner::plan> as_plan(const std::vector<policy::rank_slot>& placement,
+                                                const std::vector<std::uint32_t>& stages,
+                                                std::vector<std::uint32_t> shares) const;
+  /// Each replica's share of `placement` in force (empty when the shares are of another world).
+  [[nodiscard]] std::vector<std::uint32_t> running_shares(const std::vector<policy::rank_slot>& placement) const;
+  /// Every node of the planner's cluster that is down, as the planner's lost devices (and `lost`).
+  [[nodiscard]] std::vector<planner::lost_device> nodes_down(std::optional<node_id> lost = std::nullopt) const;
   /// A planner's plan the running job can take (tensor degree 1, the job's micro-batch size, no
   /// recompute): its placement with the stages as multiple, the split and each replica's share.
   struct runnable_plan {

@@ -55,27 +55,30 @@ void supervisor_actor::load_replanner() {
   }
   replan_problem_ = std::move(*made);
   policy_.set_replanner([this](const std::vector<rank_slot>& placement, node_id lost) { return replan(placement, lost); });
+  if (!job.plan_ranks.empty())
+    policy_.set_upward_replanner([this] { return replan_up(); });
 }
 
-expected<replanned> supervisor_actor::replan(const std::vector<rank_slot>& placement, node_id lost) {
-  if (!replan_problem_)
-    return status{errc::failed_precondition, "no planner files"};
-  const auto& problem = *replan_problem_;
+expected<planner::plan> supervisor_actor::as_plan(const std::vector<rank_slot>& placement,
+                                                  const std::vector<std::uint32_t>& stages,
+                                                  std::vector<std::uint32_t> shares) const {
   const auto& spec = ctx_->spec;
-  const auto p = pipeline_stages();
+  const auto p = stages.size() <= 1 ? 1u : static_cast<std::uint32_t>(stages.size());
   if (placement.empty() || placement.size() % p != 0)
     return status{errc::failed_precondition, "the world is not whole pipelines of " + std::to_string(p) + " stages"};
-  // The plan that ran: this placement in the split in force, with its shares.
-  planner::plan current;
-  current.micro_batch_size = spec.job.micro_batch;
-  current.micro_batches = spec.job.global_batch / spec.job.micro_batch;
+  planner::plan out;
+  out.micro_batch_size = spec.job.micro_batch;
+  out.micro_batches = spec.job.global_batch / spec.job.micro_batch;
   std::uint32_t first = 0;
   for (std::uint32_t s = 0; s < p; ++s) {
-    const auto layers = p == 1 ? spec.model.layers : stages_[s];
-    current.stages.push_back({first, layers, 1});
+    const auto layers = p == 1 ? spec.model.layers : stages[s];
+    out.stages.push_back({first, layers, 1});
     first += layers;
   }
-  for (std::size_t r = 0; r < placement.size() / p; ++r) {
+  const auto replicas = placement.size() / p;
+  if (shares.size() != replicas || std::find(shares.begin(), shares.end(), 0u) != shares.end())
+    shares.assign(replicas, 0);  // every replica's count, or none (shared out again)
+  for (std::size_t r = 0; r < replicas; ++r) {
     planner::replica replica;
     for (std::uint32_t s = 0; s < p; ++s) {
       const auto& slot = placement[r * p + s];
@@ -86,25 +89,37 @@ expected<replanned> supervisor_actor::replan(const std::vector<rank_slot>& place
                           spec.job.plan_cluster.string()};
       replica.stages.push_back({static_cast<std::uint32_t>(at), {slot.local_index}});
     }
-    const auto first_rank = placement[r * p].rank.value();
-    replica.micro_batches = first_rank < shares_.size() && shares_.size() == placement.size() ? shares_[first_rank] : 0;
-    current.replicas.push_back(std::move(replica));
+    replica.micro_batches = shares[r];
+    out.replicas.push_back(std::move(replica));
   }
-  bool counted = true;
-  for (const auto& r : current.replicas)
-    counted = counted && r.micro_batches > 0;
-  if (!counted)  // every replica's count, or none (shared out again)
-    for (auto& r : current.replicas)
-      r.micro_batches = 0;
-  // Its prediction, for the note's "was".
-  if (auto predicted = planner::evaluate(problem, current); predicted)
-    current = std::move(*predicted);
-  // Every node down is lost to the planner, the one just lost among them.
+  // Its prediction, for the notes' "was".
+  if (auto predicted = planner::evaluate(*replan_problem_, out); predicted)
+    out = std::move(*predicted);
+  return out;
+}
+
+std::vector<std::uint32_t> supervisor_actor::running_shares(const std::vector<rank_slot>& placement) const {
+  // shares_ is by rank, in rank order: each replica's is its first rank's.
+  return shares_.size() == placement.size() ? replica_shares(shares_) : std::vector<std::uint32_t>{};
+}
+
+std::vector<planner::lost_device> supervisor_actor::nodes_down(std::optional<node_id> lost) const {
   std::vector<planner::lost_device> gone;
-  for (std::size_t n = 0; n < planner_node_.size(); ++n)
-    if (planner_node_[n] >= 0 && (node_id{static_cast<std::uint32_t>(n)} == lost || !policy_.node_up(node_id{static_cast<std::uint32_t>(n)})))
+  for (std::size_t n = 0; n < planner_node_.size(); ++n) {
+    const node_id id{static_cast<std::uint32_t>(n)};
+    if (planner_node_[n] >= 0 && (id == lost || !policy_.node_up(id)))
       gone.push_back({static_cast<std::uint32_t>(planner_node_[n]), std::nullopt});
-  RK_ASSIGN_OR_RETURN(auto result, planner::replan(problem, current, gone));
+  }
+  return gone;
+}
+
+expected<replanned> supervisor_actor::replan(const std::vector<rank_slot>& placement, node_id lost) {
+  if (!replan_problem_)
+    return status{errc::failed_precondition, "no planner files"};
+  // The plan that ran: this placement in the split in force, with its shares.
+  RK_ASSIGN_OR_RETURN(auto current, as_plan(placement, stages_, running_shares(placement)));
+  // Every node down is lost to the planner, the one just lost among them.
+  RK_ASSIGN_OR_RETURN(auto result, planner::replan(*replan_problem_, current, nodes_down(lost)));
   const auto& best = result.plans.front();
   RK_ASSIGN_OR_RETURN(auto taken, runnable(best));
   taken.replanned.note += ": " + result.how;
@@ -112,6 +127,44 @@ expected<replanned> supervisor_actor::replan(const std::vector<rank_slot>& place
   take_plan(std::move(taken));
   spdlog::info("re-planned: {}", out.note);
   start_research(std::move(result.reduced), out.placement, best.step_time);
+  return out;
+}
+
+std::optional<replanned> supervisor_actor::replan_up() {
+  if (!replan_problem_)
+    return std::nullopt;
+  const auto& spec = ctx_->spec;
+  std::vector<rank_slot> plan;
+  for (const auto& r : spec.initial_placement())
+    plan.push_back({r.rank, r.node, r.local_index});
+  const auto fail = [&](const std::string& why) -> std::optional<replanned> {
+    event("replan_up", "a node of the plan is back, but " + why + "; the world stays");
+    return std::nullopt;
+  };
+  // From job.plan as written, without the nodes still down.
+  auto planned = as_plan(plan, spec.job.stages, spec.job.plan_shares);
+  if (!planned)
+    return fail("job.plan is not the planner's: " + planned.error().message());
+  auto result = planner::replan(*replan_problem_, *planned, nodes_down());
+  if (!result)
+    return fail("the planner found no plan over the nodes up: " + result.error().message());
+  const auto& best = result->plans.front();
+  auto taken = runnable(best);
+  if (!taken)
+    return fail(taken.error().message());
+  // Against the world running, predicted the same way.
+  const auto running = as_plan(policy_.placement(), stages_, running_shares(policy_.placement()));
+  char figures[128];
+  std::snprintf(figures, sizeof figures, "predicted step %.3f s against the running world's %.3f s", best.step_time,
+                running ? running->step_time : 0.0);
+  if (running && running->step_time > 0 && best.step_time > running->step_time * (1 - research_gain))
+    return fail("the plan over the nodes up now, " + taken->replanned.note + ", is not " +
+                std::to_string(static_cast<int>(research_gain * 100)) + "% faster: " + figures);
+  taken->replanned.note += ", " + std::string{figures} + ": " + result->how;
+  auto out = taken->replanned;
+  take_plan(std::move(*taken));
+  spdlog::info("re-planned up: {}", out.note);
+  start_research(std::move(result->reduced), out.placement, best.step_time);
   return out;
 }
 

@@ -286,8 +286,33 @@ std::vector<policy_action> supervisor_policy::adopt_plan(const replanned& plan, 
 }
 
 void supervisor_policy::maybe_return_to_plan(std::vector<policy_action>& out, node_id back) {
-  if (state_ == job_state::running && plan_is_back())
+  if (state_ != job_state::running)
+    return;
+  if (plan_is_back())
     return_to_plan(out, config_.nodes[back.value()].name + " is back", back);
+  else
+    (void)replan_up(out, config_.nodes[back.value()].name + " is back", back);
+}
+
+bool supervisor_policy::replan_up(std::vector<policy_action>& out, const std::string& why, std::optional<node_id> node) {
+  const auto& plan = config_.initial;
+  if (!upward_ || !plan_restored_ || plan.empty() || placement_.size() >= plan.size())
+    return false;
+  const auto places = [&](const std::vector<rank_slot>& placement) {
+    return std::any_of(placement.begin(), placement.end(), [&](const rank_slot& s) { return s.node == *node; });
+  };
+  if (node && (!places(plan) || places(placement_)))
+    return false;  // not a node of the plan, or one the world runs on already: nothing it could add
+  auto up = upward_();
+  if (!up || up->placement.empty())
+    return false;
+  config_.world_multiple = std::max<std::uint32_t>(up->world_multiple, 1);
+  out.push_back(note_event{"replanned",
+                           why + ": re-planned up from " + std::to_string(placement_.size()) + " to " +
+                               std::to_string(up->placement.size()) + " ranks; " + up->note,
+                           {}, node});
+  new_epoch(out, std::move(up->placement), {}, "re-planned up");
+  return true;
 }
 
 std::vector<policy_action> supervisor_policy::on_holdings_reported(node_id n) {
@@ -917,7 +942,7 @@ std::vector<policy_action> supervisor_policy::resume() {
     return out;
   if (plan_is_back())
     return_to_plan(out, "resumed with every node of the plan up", std::nullopt);
-  else
+  else if (!replan_up(out, "resumed", std::nullopt))
     new_epoch(out, placement_, {}, "resumed");
   return out;
 }

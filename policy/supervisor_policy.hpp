@@ -323,6 +323,13 @@ class supervisor_policy {
   /// A lost node whose ranks no free node can take asks `r` for a new plan (job.plan with the
   /// planner's files) instead of shrinking the world to whole pipelines of the same split.
   void set_replanner(replanner r) { replanner_ = std::move(r); }
+  /// With a planned placement and a re-plan upwards set: a node of the plan that comes back (up,
+  /// checked or released, and running no rank of the world) (or a
+  /// paused job that resumes) while another of the plan's nodes is still down and the world is
+  /// smaller than the plan's asks `r` for a plan over the nodes up now. A plan it gives (the
+  /// caller judged it faster than the world running and took its split and shares) starts a new
+  /// epoch in its placement, its stages the world's multiple; nullopt keeps the world.
+  void set_upward_replanner(std::function<std::optional<replanned>()> r) { upward_ = std::move(r); }
   /// A better plan for the same nodes than the one in force (the full re-search after a re-plan):
   /// a new epoch in its placement, its stages as the world's multiple, restored from the newest
   /// snapshot; `why` is the event's text (kind replanned). Nothing unless the job is training.
@@ -460,8 +467,13 @@ class supervisor_policy {
   [[nodiscard]] bool plan_is_back() const;
   /// Starts a new epoch in the planned placement and stages; `why` begins the event.
   void return_to_plan(std::vector<policy_action>& out, const std::string& why, std::optional<node_id> node);
-  /// return_to_plan while training, when plan_is_back(); `back` is the node that came back.
+  /// return_to_plan while training, when plan_is_back(), else replan_up; `back` is the node that
+  /// came back.
   void maybe_return_to_plan(std::vector<policy_action>& out, node_id back);
+  std::function<std::optional<replanned>()> upward_;
+  /// The re-plan upwards (set_upward_replanner), when the world is smaller than the plan's and
+  /// `node` (if any) is one of the plan's nodes; true when it started a new epoch.
+  bool replan_up(std::vector<policy_action>& out, const std::string& why, std::optional<node_id> node);
   std::function<void()> plan_restored_;
   /// The planned placement's stages (the world's multiple before any re-plan).
   std::uint32_t plan_multiple_ = 1;

@@ -333,6 +333,92 @@ TEST(supervisor_policy, a_re_planned_world_returns_to_the_plan_once_its_nodes_ar
   EXPECT_EQ(restored, 1);
 }
 
+TEST(supervisor_policy, nodes_that_come_back_one_by_one_re_plan_upwards_then_return_to_the_plan) {
+  fake_clock clock;
+  auto config = testing::small_cluster(4, false);
+  config.world_multiple = 2;
+  config.initial = {{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}, {rank_id{2}, node_id{2}, 0},
+                    {rank_id{3}, node_id{3}, 0}};
+  supervisor_policy p{config, clock};
+  // Down: one rank of one stage per node up.
+  p.set_replanner([&](const std::vector<rank_slot>& placement, node_id lost) -> expected<replanned> {
+    std::vector<rank_slot> out;
+    for (const auto& s : placement)
+      if (s.node != lost && p.node_up(s.node))
+        out.push_back({rank_id{static_cast<std::uint32_t>(out.size())}, s.node, 0});
+    return replanned{out, 1, "d=" + std::to_string(out.size()) + " p=1"};
+  });
+  int asked_up = 0;
+  bool faster = true;
+  p.set_upward_replanner([&]() -> std::optional<replanned> {
+    ++asked_up;
+    if (!faster)
+      return std::nullopt;
+    std::vector<rank_slot> out;
+    for (std::uint32_t n = 0; n < 4; ++n)
+      if (p.node_up(node_id{n}))
+        out.push_back({rank_id{static_cast<std::uint32_t>(out.size())}, node_id{n}, 0});
+    return replanned{out, 1, "d=" + std::to_string(out.size()) + " p=1"};
+  });
+  int restored = 0;
+  p.set_plan_return([&] { ++restored; });
+  (void)start_job(p, 4);
+  snapshot_all(p, 10);
+  (void)p.on_node_lost(node_id{3}, "gone");
+  ASSERT_EQ(p.world(), 3u);
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  snapshot_all(p, 20);
+  (void)p.on_node_lost(node_id{2}, "gone");
+  ASSERT_EQ(p.world(), 2u);
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  snapshot_all(p, 30);
+  EXPECT_EQ(asked_up, 0) << "no node came back yet";
+  // n2 is back while n3 is still down: a plan over the three nodes up, in a new epoch.
+  const auto before = p.epoch();
+  auto notes = all_of<note_event>(p.on_node_up(node_id{2}));
+  EXPECT_EQ(asked_up, 1);
+  auto it = std::find_if(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "replanned"; });
+  ASSERT_NE(it, notes.end());
+  EXPECT_EQ(it->detail, "n2 is back: re-planned up from 2 to 3 ranks; d=3 p=1");
+  EXPECT_EQ(p.world(), 3u);
+  EXPECT_EQ(p.world_multiple(), 1u);
+  EXPECT_EQ(p.epoch(), before.next());
+  EXPECT_EQ(restored, 0) << "not the plan yet";
+  auto starts = all_ready(p);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].restore_step, step_t{30});
+  EXPECT_EQ(starts[0].restore_world, 2u);
+  snapshot_all(p, 40);
+  // A node the plan does not name, or one that never left, asks nothing of the planner.
+  (void)p.on_node_up(node_id{0});
+  EXPECT_EQ(asked_up, 1);
+  // n3 is back: every node of the plan is, and the job returns to it.
+  notes = all_of<note_event>(p.on_node_up(node_id{3}));
+  EXPECT_EQ(asked_up, 1);
+  EXPECT_EQ(restored, 1);
+  it = std::find_if(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "replanned"; });
+  ASSERT_NE(it, notes.end());
+  EXPECT_EQ(it->detail, "n3 is back: returned to the plan, from 3 to 4 ranks in 2-stage pipelines");
+  EXPECT_EQ(p.placement(), config.initial);
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  // Lost again, and back while paused with nothing faster: resuming keeps the world.
+  snapshot_all(p, 50);
+  (void)p.on_node_lost(node_id{3}, "gone");
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  (void)p.on_node_lost(node_id{2}, "gone");
+  ASSERT_EQ(all_ready(p).size(), 1u);
+  ASSERT_EQ(p.world(), 2u);
+  (void)p.pause();
+  (void)p.on_node_up(node_id{2});
+  EXPECT_EQ(asked_up, 1) << "a paused job re-plans as it resumes";
+  faster = false;
+  notes = all_of<note_event>(p.resume());
+  EXPECT_EQ(asked_up, 2);
+  EXPECT_EQ(p.world(), 2u) << "nothing faster: the world stays";
+  EXPECT_TRUE(std::none_of(notes.begin(), notes.end(), [](const note_event& n) { return n.kind == "replanned"; }));
+  EXPECT_EQ(p.state(), job_state::rendezvous);
+}
+
 TEST(supervisor_policy, a_better_plan_for_the_same_nodes_is_adopted_only_while_the_job_trains) {
   fake_clock clock;
   auto config = testing::small_cluster(2, false);
