@@ -27,6 +27,15 @@ namespace {
 
 bool active(job_state s) { return s == job_state::rendezvous || s == job_state::running; }
 
+/// Appends `more` to `out`: taken whole when `out` is empty, as a new epoch's tens of thousands of
+/// spawns usually are, not moved one by one.
+void append(std::vector<policy_action>& out, std::vector<policy_action>&& more) {
+  if (out.empty())
+    out = std::move(more);
+  else
+    out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
+
 }  // namespace
 
 policy_config policy_config_of(const config::spec& s) {
@@ -778,8 +787,7 @@ std::vector<policy_action> supervisor_policy::on_tick() {
   }
   for (std::uint32_t n = 0; n < nodes_.size(); ++n) {
     if (nodes_[n].up && now - nodes_[n].last_heartbeat > config_.node_timeout) {
-      auto lost = on_node_lost(node_id{n}, "no heartbeat for " + format_duration(now - nodes_[n].last_heartbeat));
-      out.insert(out.end(), std::make_move_iterator(lost.begin()), std::make_move_iterator(lost.end()));
+      append(out, on_node_lost(node_id{n}, "no heartbeat for " + format_duration(now - nodes_[n].last_heartbeat)));
     }
   }
   if (state_ == job_state::running && config_.reports_progress) {
@@ -851,8 +859,7 @@ std::vector<policy_action> supervisor_policy::on_nodes_up(std::span<const node_i
   std::vector<policy_action> out;
   if (state_ != job_state::waiting_for_nodes) {
     for (auto n : nodes) {
-      auto a = on_node_up(n);
-      out.insert(out.end(), std::make_move_iterator(a.begin()), std::make_move_iterator(a.end()));
+      append(out, on_node_up(n));
     }
     return out;
   }

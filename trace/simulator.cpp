@@ -120,8 +120,9 @@ class simulator {
         custody_(m.snapshot_every),
         coordinator_(p == policy_kind::in_place ? m.persist_every : 0, m.snapshot_every, clock_) {
     nodes_.resize(cluster_.nodes().size());
+    const auto widest = cluster_.widest();  // a walk over the nodes: once, not once a node
     for (std::size_t n = 0; n < nodes_.size(); ++n)
-      nodes_[n].alive.assign(std::max<std::uint32_t>(cluster_.nodes()[n].ranks, cluster_.widest()), 0);
+      nodes_[n].alive.assign(std::max<std::uint32_t>(cluster_.nodes()[n].ranks, widest), 0);
     in_placement_.assign(nodes_.size(), 0);
     memory_lost_.assign(nodes_.size(), 0);
     buddy_holders_.assign(nodes_.size(), node_id{~std::uint32_t{0}});
@@ -519,7 +520,8 @@ class simulator {
   // ---- the policy's actions ------------------------------------------------------------------
 
   void apply(std::vector<policy_action> actions) {
-    std::vector<policy::spawn_rank> spawns;
+    // The spawns of the last epoch the actions start, where they lie (tens of thousands at a time).
+    std::vector<const policy::spawn_rank*> spawns;
     spawns.reserve(actions.size());
     auto action_epoch = policy_.epoch();
     for (auto& a : actions) {
@@ -537,7 +539,7 @@ class simulator {
             } else if constexpr (std::is_same_v<T, policy::assign_buddies>) {
               set_buddies(x.buddy_of);
             } else if constexpr (std::is_same_v<T, policy::spawn_rank>) {
-              spawns.push_back(x);
+              spawns.push_back(&x);
             } else if constexpr (std::is_same_v<T, policy::kill_rank>) {
               kill(x.rank, x.node, action_epoch);
             } else if constexpr (std::is_same_v<T, policy::start_epoch>) {
@@ -582,14 +584,15 @@ class simulator {
     (void)coordinator_.on_epoch(policy_.epoch());
   }
 
-  void schedule_ready(const std::vector<policy::spawn_rank>& spawns) {
-    const auto epoch = spawns.front().epoch;
+  void schedule_ready(const std::vector<const policy::spawn_rank*>& spawns) {
+    const auto epoch = spawns.front()->epoch;
     std::fill(in_placement_.begin(), in_placement_.end(), 0);
     std::vector<rank_id> ready;
     ready.reserve(spawns.size());
     std::int64_t last = now_;
     bool all = true;
-    for (const auto& s : spawns) {
+    for (const auto* spawn : spawns) {
+      const auto& s = *spawn;
       const auto n = s.slot.node.value();
       if (n >= nodes_.size())
         continue;
@@ -1021,9 +1024,10 @@ class simulator {
     if (!job_active() || static_cast<double>(policy_.world()) >= m_.regrow_below * world0_)
       return;
     std::uint64_t capacity = 0;
+    const auto widest = cluster_.widest();
     for (std::uint32_t n = 0; n < nodes_.size(); ++n)
       if (policy_.node_up(node_id{n}))
-        capacity += cluster_.nodes()[n].spare ? cluster_.widest() : cluster_.nodes()[n].ranks;
+        capacity += cluster_.nodes()[n].spare ? widest : cluster_.nodes()[n].ranks;
     const auto target = static_cast<std::uint32_t>(std::min<std::uint64_t>(capacity, world0_));
     if (target <= policy_.world())
       return;
