@@ -249,6 +249,8 @@ class supervisor_actor : public caf::event_based_actor {
                                                 std::vector<std::uint32_t> shares) const;
   /// Each replica's share of `placement` in force (empty when the shares are of another world).
   [[nodiscard]] std::vector<std::uint32_t> running_shares(const std::vector<policy::rank_slot>& placement) const;
+  /// The re-plan's budget (job.replan_budget).
+  [[nodiscard]] planner::replan_options replan_options() const;
   /// Every node of the planner's cluster that is down, as the planner's lost devices (and `lost`).
   [[nodiscard]] std::vector<planner::lost_device> nodes_down(std::optional<node_id> lost = std::nullopt) const;
   /// A planner's plan the running job can take (tensor degree 1, the job's micro-batch size, no

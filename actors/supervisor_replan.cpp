@@ -103,6 +103,12 @@ std::vector<std::uint32_t> supervisor_actor::running_shares(const std::vector<ra
   return shares_.size() == placement.size() ? replica_shares(shares_) : std::vector<std::uint32_t>{};
 }
 
+planner::replan_options supervisor_actor::replan_options() const {
+  planner::replan_options o;
+  o.budget = ctx_->spec.job.replan_budget;
+  return o;
+}
+
 std::vector<planner::lost_device> supervisor_actor::nodes_down(std::optional<node_id> lost) const {
   std::vector<planner::lost_device> gone;
   for (std::size_t n = 0; n < planner_node_.size(); ++n) {
@@ -119,7 +125,7 @@ expected<replanned> supervisor_actor::replan(const std::vector<rank_slot>& place
   // The plan that ran: this placement in the split in force, with its shares.
   RK_ASSIGN_OR_RETURN(auto current, as_plan(placement, stages_, running_shares(placement)));
   // Every node down is lost to the planner, the one just lost among them.
-  RK_ASSIGN_OR_RETURN(auto result, planner::replan(*replan_problem_, current, nodes_down(lost)));
+  RK_ASSIGN_OR_RETURN(auto result, planner::replan(*replan_problem_, current, nodes_down(lost), replan_options()));
   const auto& best = result.plans.front();
   RK_ASSIGN_OR_RETURN(auto taken, runnable(best));
   taken.replanned.note += ": " + result.how;
@@ -145,7 +151,7 @@ std::optional<replanned> supervisor_actor::replan_up() {
   auto planned = as_plan(plan, spec.job.stages, spec.job.plan_shares);
   if (!planned)
     return fail("job.plan is not the planner's: " + planned.error().message());
-  auto result = planner::replan(*replan_problem_, *planned, nodes_down());
+  auto result = planner::replan(*replan_problem_, *planned, nodes_down(), replan_options());
   if (!result)
     return fail("the planner found no plan over the nodes up: " + result.error().message());
   const auto& best = result->plans.front();

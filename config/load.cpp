@@ -529,12 +529,15 @@ void read_job(context& ctx, const toml::table& root, spec& s) {
   const auto plan = r.string("plan", "");
   const auto plan_cluster = r.string("plan_cluster", "");
   const auto plan_model = r.string("plan_model", "");
+  j.replan_budget = r.duration("replan_budget", j.replan_budget, std::chrono::nanoseconds::zero(), std::chrono::seconds{10});
   r.finish();
   if (plan_cluster.empty() != plan_model.empty())
     r.error(plan_cluster.empty() ? "plan_model" : "plan_cluster",
             "needs plan_cluster and plan_model both: the planner's cluster and model files that job.plan was made for");
   else if (!plan_cluster.empty() && plan.empty())
     r.error("plan_cluster", "re-plans a job.plan: give job.plan too");
+  else if (plan_cluster.empty() && r.has("replan_budget"))
+    r.error("replan_budget", "applies only to a re-plan: give job.plan_cluster and job.plan_model too");
   else if (!plan_cluster.empty()) {
     j.plan_cluster = resolve(ctx, plan_cluster);
     j.plan_model = resolve(ctx, plan_model);
@@ -1160,7 +1163,8 @@ std::string to_toml(const spec& s) {
     o << "plan = " << quote(s.job.plan.string()) << "\n";
   if (!s.job.plan_cluster.empty())
     o << "plan_cluster = " << quote(s.job.plan_cluster.string()) << "\n"
-      << "plan_model = " << quote(s.job.plan_model.string()) << "\n";
+      << "plan_model = " << quote(s.job.plan_model.string()) << "\n"
+      << "replan_budget = " << quote(duration_to_string(s.job.replan_budget)) << "\n";
   if (!s.job.stages.empty()) {
     o << "stages = [";
     for (std::size_t i = 0; i < s.job.stages.size(); ++i)

@@ -145,6 +145,10 @@ struct job_spec {
   /// on with the new plan. Both or neither; only with `plan`. Default: none.
   std::filesystem::path plan_cluster;
   std::filesystem::path plan_model;
+  /// How long a re-plan may look for layouts near the repaired plan before the job goes on in the
+  /// best found (the full re-search runs beside the job afterwards); 0: the repaired plan.
+  /// Default: 50ms.
+  nanoseconds replan_budget = std::chrono::milliseconds{50};
   /// From `plan`: rank r (stage r mod p of replica r / p) runs on plan_ranks[r]. Empty without one.
   std::vector<planned_rank> plan_ranks;
   /// From `plan`: each replica's micro-batches per step, while the world is the plan's; empty

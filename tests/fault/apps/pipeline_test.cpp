@@ -291,5 +291,58 @@ TEST(pipeline, lost_nodes_are_re_planned_a_returning_one_re_plans_upwards_and_th
   EXPECT_NEAR(testing::final_loss(report), loss, 1e-3 * std::fabs(loss)) << events;
 }
 
+// With no time for the re-plan's local search (job.replan_budget = "0s") the job goes on in the
+// repaired plan, the one replica of two stages left; the planner's full search of the three nodes
+// then finds data parallelism over them faster, and the job switches to it while it trains.
+TEST(pipeline, the_full_re_search_switches_the_job_to_a_plan_faster_than_the_re_plan_s) {
+  testing::temp_dir dir;
+  auto o = replan_options(dir);
+  o.steps = 3000;  // the switch comes well before the end, however fast the machine
+  const auto reference = run_to_the_end(o);
+  ASSERT_FALSE(HasFailure());
+  o.job_extra += "replan_budget = \"0s\"\n";
+  testing::local_cluster c{o};
+  c.start_all();
+  ASSERT_TRUE(c.wait_step(30, 120s)) << c.log("n0");
+  c.signal_node("n3", SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  std::string events;
+  const auto wait_event = [&](const std::string& text) {
+    for (;;) {
+      events = c.admin({"events"}).out;
+      const auto at = events.find(text);
+      if (at != std::string::npos || std::chrono::steady_clock::now() > deadline)
+        return at;
+      std::this_thread::sleep_for(200ms);
+    }
+  };
+  const auto replanned = wait_event("re-planned from 4 to 2 ranks");
+  ASSERT_NE(replanned, std::string::npos) << events << c.log("n0");
+  EXPECT_EQ(events.find("a nearby layout is faster", replanned), std::string::npos) << "no local search: " << events;
+  const auto switched = wait_event("the full re-search found a faster plan for the same nodes: d=3 p=1");
+  ASSERT_NE(switched, std::string::npos) << events << c.log("n0");
+  const auto line = events.substr(switched, events.find('\n', switched) - switched);
+  RecordProperty("switched", line);
+  EXPECT_NE(line.find("switching from 2 to 3 ranks"), std::string::npos) << line;
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  ASSERT_EQ(report.value("state", ""), "completed") << c.log("n0");
+  EXPECT_EQ(report["world"], 3) << c.admin({"events"}).out;
+  const auto after = c.status();
+  unsigned micro_batches = 0;
+  for (const auto& rank : after["ranks"]) {
+    EXPECT_NE(rank["node"], "n3") << after.dump(2);
+    micro_batches += rank["micro_batches"].get<unsigned>();
+  }
+  EXPECT_EQ(micro_batches, 6u) << "the global batch stays: " << after.dump(2);
+  // Each world restored the newest snapshot, none started over; ending in another world than the
+  // reference's (the sums in another order for 3,000 steps), the loss is the same training's, not
+  // the same bits.
+  events = c.admin({"events"}).out;
+  EXPECT_EQ(events.find("restarts from step 0"), std::string::npos) << events;
+  const double loss = testing::final_loss(reference);
+  EXPECT_NEAR(testing::final_loss(report), loss, 0.02 * std::fabs(loss)) << events;
+}
+
 }  // namespace
 }  // namespace rekindle

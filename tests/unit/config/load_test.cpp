@@ -155,6 +155,20 @@ TEST(config, the_recovery_policy_is_in_place_or_restart_all_with_checkpoints_on_
   EXPECT_NE(e.message.find("built-in worker"), std::string::npos) << e.message;
 }
 
+TEST(config, the_re_plan_budget_is_a_duration_of_at_most_10s_for_a_re_plan_only) {
+  temp_dir dir;
+  auto r = parse_in(dir, two_nodes);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.value->job.replan_budget, 50ms);
+  auto e = only_error(parse_in(dir, std::string{two_nodes} + "\n[job]\nreplan_budget = \"0s\"\n"));
+  EXPECT_EQ(e.field, "job.replan_budget");
+  EXPECT_NE(e.message.find("give job.plan_cluster and job.plan_model too"), std::string::npos) << e.message;
+  r = parse_in(dir, std::string{two_nodes} + "\n[job]\nreplan_budget = \"11s\"\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors.front().field, "job.replan_budget");
+  EXPECT_NE(r.errors.front().message.find("between 0ns and 10s"), std::string::npos) << r.error_text();
+}
+
 TEST(config, the_link_check_and_the_periodic_check) {
   temp_dir dir;
   auto r = parse_in(dir, two_nodes);
