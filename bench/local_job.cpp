@@ -28,7 +28,8 @@ using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 std::string config_text(const model_choice& m, int world, std::uint64_t steps, std::uint64_t snapshot_every,
-                        const fs::path& data, const std::string& job_keys, std::uint64_t persist_every) {
+                        const fs::path& data, const std::string& job_keys, std::uint64_t persist_every,
+                        const std::string& recovery_keys) {
   std::ostringstream t;
   t << "[cluster]\nname = \"bench\"\nsupervisor = \"n0\"\nranks_per_node = " << world << "\n"
     << "\n[[nodes]]\nname = \"n0\"\nhost = \"127.0.0.1\"\nport = 0\n"
@@ -40,7 +41,7 @@ std::string config_text(const model_choice& m, int world, std::uint64_t steps, s
     << "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"30s\"\ncollective = \"10s\"\n"
     // A benchmark kills ranks on purpose (up to 100 per world size): the restart limits, which
     // end a job whose rank keeps failing, are not what it measures.
-    << "\n[recovery]\nmax_restarts_per_rank = 100000\nmax_restarts = 100000\n"
+    << "\n[recovery]\nmax_restarts_per_rank = 100000\nmax_restarts = 100000\n" << recovery_keys
     << "\n[transport]\nnet_devices = \"lo\"\n"
     << "\n[daemon]\ndata_dir = \"" << data.string() << "\"\n";
   return t.str();

@@ -29,7 +29,8 @@ using json = nlohmann::json;
 /// step, a snapshot every `snapshot_every` steps and a checkpoint on disk every `persist_every`
 /// snapshots (0: none). `job_keys`: more of [job] (a job.command).
 std::string config_text(const model_choice& m, int world, std::uint64_t steps, std::uint64_t snapshot_every,
-                        const fs::path& data, const std::string& job_keys = {}, std::uint64_t persist_every = 10);
+                        const fs::path& data, const std::string& job_keys = {}, std::uint64_t persist_every = 10,
+                        const std::string& recovery_keys = {});
 
 /// The benchmark's work directory: `given` (created), or a new temporary one named after
 /// `bench`, which the caller removes when done. Empty when it cannot be made (the reason printed).

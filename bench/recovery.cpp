@@ -10,10 +10,12 @@
 //   3. the same torch script run unchanged by rekindle (job.command, "level 0"), killed the same
 //      way: every rank's program started again from its torch.save checkpoint;
 //   4. the same torch script on rekindle's worker API ("level 1", --api): only the killed rank's
-//      program starts again, the others roll back from their snapshots in memory.
+//      program starts again, the others roll back from their snapshots in memory;
+//   5. with --restart-all, the job of 1. under recovery.policy = "restart-all": every rank's
+//      process started again, the newest checkpoint on disk restored (one at every anchor).
 // What the service costs when nothing fails is bench/overhead's.
 //
-// usage: recovery [--ranks 2,4] [--state-mb 100] [--kills 5] [--snapshot-every 5] [--json FILE]
+// usage: recovery [--ranks 2,4] [--state-mb 100] [--kills 5] [--snapshot-every 5] [--restart-all] [--json FILE]
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -69,6 +71,7 @@ struct options {
   int kills = 5;
   std::uint64_t snapshot_every = 5;
   std::string torch = "auto";
+  bool restart_all = false;
   std::string json_out;
   std::string work_dir;
 };
@@ -89,9 +92,13 @@ void print_kill(const char* system, int world, int k, int kills, const kill_resu
 
 // `step_s`: the median period of the job's steps (rank 0's, all of them) once it is done.
 std::vector<kill_result> kill_service(const model_choice& m, int world, const options& o, const fs::path& dir,
-                                     double& step_s) {
+                                     double& step_s, bool restart_all = false) {
   std::vector<kill_result> out;
-  cluster c(dir, config_text(m, world, 1000000, o.snapshot_every, dir / "data"));
+  // Restart-all restores from disk only: a checkpoint at every anchor (4 snapshots), the most
+  // the checkpoint coordinator writes.
+  cluster c(dir, restart_all ? config_text(m, world, 1000000, o.snapshot_every, dir / "data", {}, 1,
+                                           "policy = \"restart-all\"\n")
+                             : config_text(m, world, 1000000, o.snapshot_every, dir / "data"));
   std::uint64_t next_step = 3 * o.snapshot_every;
   for (int k = 0; k < o.kills; ++k) {
     const int victim = (k + 1) % world;
@@ -109,9 +116,10 @@ std::vector<kill_result> kill_service(const model_choice& m, int world, const op
             if (r.value("rank", -1) == victim)
               victim_node = r.value("node", "");
           }
-          // A failure hours apart finds the node's standby warm: so does each kill here.
+          // A failure hours apart finds the node's standby warm: so does each kill here (the
+          // restart-all policy keeps none).
           for (const auto& n : st.value("nodes", json::array()))
-            if (n.value("name", "") == victim_node && !n.value("standby_ready", false))
+            if (!restart_all && n.value("name", "") == victim_node && !n.value("standby_ready", false))
               return false;
           return true;
         },
@@ -144,7 +152,7 @@ std::vector<kill_result> kill_service(const model_choice& m, int world, const op
     r.lost = rec.value("steps_lost", 0ull);
     r.detail = rec;
     out.push_back(r);
-    print_kill("rekindle", world, k, o.kills, r);
+    print_kill(restart_all ? "restart-all" : "rekindle", world, k, o.kills, r);
     // The next kill at another phase of the snapshot cycle.
     next_step = s.value("step", 0ull) + 2 * o.snapshot_every + static_cast<std::uint64_t>(k) % o.snapshot_every;
   }
@@ -487,6 +495,10 @@ int run(const options& o) {
       const auto bytes = training::state_bytes_for(shape, world, 0);
       jw["phases"] = phases(jw["rekindle"], step_s, memcpy_seconds(bytes), bytes);
     }
+    if (o.restart_all) {
+      double ra_step_s = 0;
+      jw["restart_all"] = summary(kill_service(m, world, o, work / ("restart-all-" + w), ra_step_s, true));
+    }
     if (torch) {
       const auto measure = [&](const char* key, const char* folder, torch_launcher launcher) {
         json steady;
@@ -518,6 +530,21 @@ int run(const options& o) {
     std::printf("%-6d %-26s %-26s %-9s %s\n", world, cell(rk).c_str(), cell(te).c_str(), speedup.c_str(), lost);
   }
   std::printf("(lost: steps of work redone, rekindle / TorchElastic)\n");
+  if (o.restart_all) {
+    std::printf("\nThe same job under recovery.policy = \"restart-all\" (every process started again, the newest "
+                "checkpoint on disk restored)\n%-6s %-26s %-26s %-9s %s\n",
+                "ranks", "in place", "restart-all", "ratio", "lost (max)");
+    for (int world : o.ranks) {
+      const json& jw = results[std::to_string(world)];
+      const json rk = jw.value("rekindle", json{}), ra = jw.value("restart_all", json{});
+      char ratio[32] = "-";
+      if (rk.value("median_s", 0.0) > 0 && ra.value("median_s", 0.0) > 0)
+        std::snprintf(ratio, sizeof ratio, "%.1fx", ra.value("median_s", 0.0) / rk.value("median_s", 0.0));
+      std::printf("%-6d %-26s %-26s %-9s %llu / %llu\n", world, cell(rk).c_str(), cell(ra).c_str(), ratio,
+                  static_cast<unsigned long long>(rk.value("max_lost_steps", 0ull)),
+                  static_cast<unsigned long long>(ra.value("max_lost_steps", 0ull)));
+    }
+  }
   std::printf("\nrekindle's recoveries phase by phase (medians over the kills) against their limits: restore within 3x "
               "a memcpy of the rank's state, the first step within a normal step, kill to the first step within 2 "
               "steps + 3 memcpys\n");
@@ -594,6 +621,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--torch", o.torch, "TorchElastic baseline: auto (when python3-torch is installed), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_flag("--restart-all", o.restart_all,
+               "Also kill ranks of the same job under recovery.policy = \"restart-all\" (every process started "
+               "again, restored from disk)");
   app.add_option("--json", o.json_out, "Also write the results as JSON to this file");
   app.add_option("--work-dir", o.work_dir, "Keep every run's files here (default: a temporary directory, removed)");
   CLI11_PARSE(app, argc, argv);
