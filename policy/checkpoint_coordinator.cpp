@@ -167,6 +167,12 @@ std::vector<checkpoint_action> checkpoint_coordinator::give_up(const std::string
   return out;
 }
 
+std::uint64_t checkpoint_coordinator::interval_steps(std::uint64_t persist_every, std::uint64_t snapshot_every) {
+  const auto anchor = snapshot_every * snapshots_per_anchor;
+  const auto due = persist_every * snapshot_every;
+  return anchor == 0 ? 0 : (due + anchor - 1) / anchor * anchor;
+}
+
 void checkpoint_coordinator::next_after(step_t step) { next_step_ = step.value() + persist_every_ * snapshot_every_; }
 
 }  // namespace rekindle::policy

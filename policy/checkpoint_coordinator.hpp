@@ -96,6 +96,9 @@ class checkpoint_coordinator {
   checkpoint_coordinator(std::uint64_t persist_every, std::uint64_t snapshot_every, const clock& time);
 
   [[nodiscard]] bool enabled() const noexcept { return persist_every_ > 0; }
+  /// Steps from one checkpoint to the next while training keeps up: `persist_every` snapshots,
+  /// rounded up to the next anchor, where a checkpoint is taken (0 when none is written).
+  [[nodiscard]] static std::uint64_t interval_steps(std::uint64_t persist_every, std::uint64_t snapshot_every);
   /// The newest committed checkpoint.
   [[nodiscard]] std::optional<step_t> last() const noexcept { return last_; }
   /// The checkpoint being written (beginning, writing or committing).

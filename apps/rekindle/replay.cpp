@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/rekindle/admin_call.hpp"
+#include "policy/checkpoint_coordinator.hpp"
 #include "trace/cluster.hpp"
 #include "trace/model.hpp"
 #include "trace/simulator.hpp"
@@ -368,7 +369,7 @@ int replay(const connection_options& o, const std::string& file, double speed, d
       // (waitpid) and a hang by the hang timeout; every process starts in the measured respawn
       // time, the rendezvous takes the measured time whatever the world, the restore reads the
       // checkpoint at the measured speed, and checkpoints are written off the training path (the
-      // baseline rate pays for them) every persist_every snapshots.
+      // baseline rate pays for them) at the anchor persist_every snapshots after the last.
       const auto policy = spec.recovery.restart_all() ? trace::policy_kind::restart_all : trace::policy_kind::in_place;
       if (policy == trace::policy_kind::restart_all) {
         m.restart_all_exit_detection = std::chrono::nanoseconds::zero();
@@ -378,7 +379,8 @@ int replay(const connection_options& o, const std::string& file, double speed, d
         m.restart_all_rendezvous_per_rank = std::chrono::nanoseconds::zero();
         m.disk_bandwidth = m.memory_bandwidth;
         m.storage_bandwidth = 1e18;  // the measured restores already include the storage's share
-        m.checkpoint_every = std::max<std::uint64_t>(spec.checkpoint.snapshot_every * spec.checkpoint.persist_every, 1);
+        m.checkpoint_every = std::max<std::uint64_t>(
+            policy::checkpoint_coordinator::interval_steps(spec.checkpoint.persist_every, spec.checkpoint.snapshot_every), 1);
         m.persist_bandwidth = 1e18;
       }
       auto sim = trace::simulate(*parsed.value, cluster, m, policy);

@@ -67,6 +67,11 @@ TEST(checkpoint_coordinator, the_first_anchor_every_rank_holds_is_persisted_then
   EXPECT_FALSE(all_report(c, 40)) << "10 snapshots after 20 is step 70: the next anchor from there is 80";
   EXPECT_FALSE(all_report(c, 60));
   EXPECT_EQ(all_report(c, 80), step_t{80});
+  // The interval the simulator and the replay take for this cadence is the gap kept here.
+  EXPECT_EQ(checkpoint_coordinator::interval_steps(10, 5), 80u - 20u);
+  EXPECT_EQ(checkpoint_coordinator::interval_steps(1, 5), 20u) << "at most one an anchor";
+  EXPECT_EQ(checkpoint_coordinator::interval_steps(4, 5), 20u);
+  EXPECT_EQ(checkpoint_coordinator::interval_steps(0, 5), 0u) << "none written";
 }
 
 TEST(checkpoint_coordinator, a_failed_shard_abandons_the_checkpoint_and_its_late_shards_are_removed) {

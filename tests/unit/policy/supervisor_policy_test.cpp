@@ -50,6 +50,16 @@ std::vector<start_epoch> all_ready(supervisor_policy& p) {
   return all_of<start_epoch>(last);
 }
 
+// Four nodes of one device each, in a plan (job.plan) of two replicas of two stages: rank r on
+// node r.
+policy_config four_nodes_in_a_plan() {
+  auto config = testing::small_cluster(4, false);
+  config.world_multiple = 2;
+  config.initial = {{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}, {rank_id{2}, node_id{2}, 0},
+                    {rank_id{3}, node_id{3}, 0}};
+  return config;
+}
+
 TEST(supervisor_policy, starts_once_every_worker_node_is_up) {
   fake_clock clock;
   supervisor_policy p{two_nodes(), clock};
@@ -293,11 +303,7 @@ TEST(supervisor_policy, with_no_node_free_a_replanner_gives_the_new_world_and_it
 
 TEST(supervisor_policy, a_re_planned_world_returns_to_the_plan_once_its_nodes_are_back) {
   fake_clock clock;
-  auto config = testing::small_cluster(4, false);
-  config.world_multiple = 2;
-  // A plan of two replicas of two stages, one device of each node.
-  config.initial = {{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}, {rank_id{2}, node_id{2}, 0},
-                    {rank_id{3}, node_id{3}, 0}};
+  const auto config = four_nodes_in_a_plan();
   supervisor_policy p{config, clock};
   p.set_replanner([&](const std::vector<rank_slot>&, node_id) -> expected<replanned> {
     return replanned{{{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}, {rank_id{2}, node_id{2}, 0}}, 1, "d=3 p=1"};
@@ -335,10 +341,7 @@ TEST(supervisor_policy, a_re_planned_world_returns_to_the_plan_once_its_nodes_ar
 
 TEST(supervisor_policy, nodes_that_come_back_one_by_one_re_plan_upwards_then_return_to_the_plan) {
   fake_clock clock;
-  auto config = testing::small_cluster(4, false);
-  config.world_multiple = 2;
-  config.initial = {{rank_id{0}, node_id{0}, 0}, {rank_id{1}, node_id{1}, 0}, {rank_id{2}, node_id{2}, 0},
-                    {rank_id{3}, node_id{3}, 0}};
+  const auto config = four_nodes_in_a_plan();
   supervisor_policy p{config, clock};
   // Down: one rank of one stage per node up.
   p.set_replanner([&](const std::vector<rank_slot>& placement, node_id lost) -> expected<replanned> {
