@@ -170,7 +170,11 @@ caf::behavior checkpoint_actor::make_behavior() {
         const policy::custody_pin pin{c.epoch, c.step};
         if (const auto was = window_.pinned(); std::tie(pin.epoch, pin.step) <= std::tie(was.epoch, was.step))
           return;  // the pin only moves forward
-        window_.pin(pin);
+        // The replicas of ranks no longer guarded here go (policy/snapshot_custody.hpp).
+        for (const auto& gone : window_.pin(pin)) {
+          std::erase_if(replicas_, [&](const replica& x) { return x.tag == gone; });
+          ctx_->supervisor->send("checkpoint", snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, copy_kind::buddy_replica});
+        }
         for (auto& slot : slots_)
           slot.pin(pin);
       },

@@ -106,6 +106,25 @@ std::vector<copy_tag> replica_window::add(const copy_tag& c) {
   return evicted;
 }
 
+std::vector<copy_tag> replica_window::pin(custody_pin p) {
+  pin_ = p;
+  std::vector<copy_tag> gone;
+  if (p.step.value() == 0)
+    return gone;
+  // The ranks with a replica as new as the pin stay guarded here.
+  std::vector<rank_id> guarded;
+  for (const auto& x : held_)
+    if (x.step >= p.step && std::find(guarded.begin(), guarded.end(), x.rank) == guarded.end())
+      guarded.push_back(x.rank);
+  std::erase_if(held_, [&](const copy_tag& x) {
+    if (std::find(guarded.begin(), guarded.end(), x.rank) != guarded.end())
+      return false;
+    gone.push_back(x);
+    return true;
+  });
+  return gone;
+}
+
 std::vector<copy_tag> replica_window::of(rank_id rank) const {
   std::vector<copy_tag> out;
   for (const auto& x : held_)

@@ -33,7 +33,9 @@
 //
 // A buddy keeps `replicas_kept_per_rank` replicas of each rank: the oldest make room, except the
 // pinned step and the two newest anchors (the owner's slot keeps the newest; the one before it
-// covers a node lost while the newest was still on its way), which may hold it above that.
+// covers a node lost while the newest was still on its way), which may hold it above that. The
+// replicas of a rank that is no longer its to guard (none as new as the pinned step) go when the
+// pin moves past them.
 //
 // Thread-safety: plain functions and values.
 
@@ -129,7 +131,12 @@ class replica_window {
   /// evicts, oldest first.
   std::vector<copy_tag> add(const copy_tag& c);
   /// The step the checkpoint actor was told is committed: kept while newer replicas arrive.
-  void pin(custody_pin p) noexcept { pin_ = p; }
+  /// Returns the replicas that go with it: those of every rank none of whose replicas here is as
+  /// new as the pinned step. This node is no longer that rank's buddy (its buddy changed, or the
+  /// rank moved to another node), since the step was committed with a replica on the rank's
+  /// buddy; no newer replica of it comes to evict them, and a restore reads the committed step
+  /// or a newer one elsewhere (they were a fallback only should every copy of that step be lost).
+  std::vector<copy_tag> pin(custody_pin p);
   [[nodiscard]] custody_pin pinned() const noexcept { return pin_; }
   /// The replicas of `rank`, oldest first.
   [[nodiscard]] std::vector<copy_tag> of(rank_id rank) const;

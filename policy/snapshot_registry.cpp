@@ -109,14 +109,83 @@ snapshot_registry::holder snapshot_registry::encode(world_copies& w, std::uint32
   for (std::uint32_t k = 0; k < hs.size(); ++k) {
     if (hs[k] == h.node)
       return holder{node_id{home_marker + k}, h.where};
-    if (hs[k] == no_homes[k]) {
-      if (!assign)
-        break;
-      hs[k] = h.node;
+  }
+  if (!assign)
+    return h;
+  for (std::uint32_t k = 0; k < hs.size(); ++k) {
+    if (hs[k] == no_homes[k] || !names_home(pool_[w.ranks[r]], k)) {
+      rehome(w, r, k, h.node);
       return holder{node_id{home_marker + k}, h.where};
     }
   }
   return h;
+}
+
+void snapshot_registry::rehome(world_copies& w, std::uint32_t r, std::uint32_t k, node_id n) {
+  w.home[r][k] = n;
+  const auto id = w.ranks[r];
+  const auto names_n = std::any_of(pool_[id].begin(), pool_[id].end(), [&](const step_copies& c) {
+    return std::any_of(c.holders.begin(), c.holders.end(), [&](const holder& h) { return h.node == n; });
+  });
+  if (!names_n)
+    return;
+  // The copies the record names by the node's id are named by the marker from now on.
+  const auto mine = pool_.copy_of(id);
+  for (auto& c : pool_[mine]) {
+    std::vector<holder> moved;
+    for (const auto& h : c.holders)
+      if (h.node == n)
+        moved.push_back(holder{node_id{home_marker + k}, h.where});
+    c.holders.erase_if([&](const holder& h) { return h.node == n; });
+    for (const auto& h : moved)
+      c.holders.insert(h);
+  }
+  pool_.ref(mine);
+  pool_.unref(id, 1, true);  // freed after the pass at the earliest: ids seen in it stay unique
+  w.ranks[r] = mine;
+}
+
+bool snapshot_registry::names_home(const rank_copies& steps, std::uint32_t k) noexcept {
+  const node_id marker{home_marker + k};
+  return std::any_of(steps.begin(), steps.end(), [&](const step_copies& c) {
+    return std::any_of(c.holders.begin(), c.holders.end(), [&](const holder& h) { return h.node == marker; });
+  });
+}
+
+std::uint64_t snapshot_registry::content_hash(const rank_copies& steps) noexcept {
+  std::uint64_t x = 0xcbf29ce484222325ull;
+  const auto mix = [&](std::uint64_t v) {
+    x ^= v;
+    x *= 0x100000001b3ull;
+  };
+  for (const auto& c : steps) {
+    mix(c.step.value());
+    for (const auto& h : c.holders)
+      mix((std::uint64_t{h.node.value()} << 8) | static_cast<std::uint64_t>(h.where));
+    mix(~std::uint64_t{0});
+  }
+  return x;
+}
+
+bool snapshot_registry::same_copies(const rank_copies& a, const rank_copies& b) noexcept {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const step_copies& x, const step_copies& y) {
+    return x.step == y.step && std::equal(x.holders.begin(), x.holders.end(), y.holders.begin(), y.holders.end());
+  });
+}
+
+snapshot_registry::record_id snapshot_registry::made_in_pass::shared(record_pool& pool, record_id id) {
+  if (id == no_copies)
+    return id;
+  const auto h = content_hash(pool[id]);
+  const auto [first, last] = made_.equal_range(h);
+  for (auto it = first; it != last; ++it) {
+    if (it->second != id && same_copies(pool[it->second], pool[id])) {
+      pool.discard(id);
+      return it->second;
+    }
+  }
+  made_.emplace(h, id);
+  return id;
 }
 
 template <class Changes, class Apply>
@@ -129,6 +198,8 @@ void snapshot_registry::update_all(world_copies& w, std::span<const rank_slot> p
   record_id last_new = no_copies;
   node_id last_holder{~std::uint32_t{0}};
   std::uint32_t moved = 0;  // ranks of the current run that took last_new instead of last_old
+  made_in_pass made;
+  std::unordered_map<std::uint64_t, record_id> outcome;  // (record, holder) -> the record it became
   for (const auto& slot : placement) {
     const node_id holder_node = holder_of_node.empty()                          ? slot.node
                                 : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
@@ -149,7 +220,15 @@ void snapshot_registry::update_all(world_copies& w, std::span<const rank_slot> p
       move_ranks(last_old, last_new, moved);
       last_old = id;
       last_holder = h.node;
-      last_new = changes(pool_[id], h) ? changed_copy(id, [&](rank_copies& steps) { apply(steps, h); }) : id;
+      // Ranks of one record and holder need not be neighbours: each pair is worked out once.
+      const auto key = (std::uint64_t{id} << 32) | h.node.value();
+      if (const auto done = outcome.find(key); done != outcome.end()) {
+        last_new = done->second;
+      } else {
+        last_new = changes(pool_[id], h) ? made.shared(pool_, changed_copy(id, [&](rank_copies& steps) { apply(steps, h); }))
+                                         : id;
+        outcome.emplace(key, last_new);
+      }
     }
     if (last_new != id) {
       w.ranks[r] = last_new;
@@ -205,6 +284,7 @@ void snapshot_registry::forget_node(node_id n) {
     std::uint32_t last_mask = 0;
     record_id last_new = no_copies;
     std::uint32_t moved = 0;
+    made_in_pass made;
     for (std::uint32_t r = 0; r < w.ranks.size(); ++r) {
       const auto mask = (w.home[r][0] == n ? 1u : 0u) | (w.home[r][1] == n ? 2u : 0u);
       const auto id = w.ranks[r];
@@ -221,7 +301,7 @@ void snapshot_registry::forget_node(node_id n) {
         const bool any = std::any_of(pool_[id].begin(), pool_[id].end(), [&](const step_copies& c) {
           return std::any_of(c.holders.begin(), c.holders.end(), gone);
         });
-        last_new = any ? changed_copy(id, [&](rank_copies& steps) { erase_holders(steps, gone); }) : id;
+        last_new = any ? made.shared(pool_, changed_copy(id, [&](rank_copies& steps) { erase_holders(steps, gone); })) : id;
       }
       if (last_new != id) {
         w.ranks[r] = last_new;
@@ -287,6 +367,7 @@ bool snapshot_registry::on_held(const snapshot_report& r) {
   auto& w = copies_[gen->second];
   ensure_rank(w, r.rank.value());
   const holder h = encode(w, r.rank.value(), holder{r.holder, r.where}, true);
+  pool_.release_deferred();
   const auto* known = rank_of(w, r.rank.value());
   const auto* at = known != nullptr ? find(*known, r.step) : nullptr;
   if (at == nullptr || !at->holders.contains(h))

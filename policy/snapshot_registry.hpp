@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <unordered_map>
 #include <vector>
 
 #include "common/ids.hpp"
@@ -116,6 +117,8 @@ class snapshot_registry {
   [[nodiscard]] bool held_in_every_slot(step_t step) const;
   /// The steps the record holds for `r` in the current world, oldest first (for tests).
   [[nodiscard]] std::vector<step_t> steps_of(rank_id r) const;
+  /// The number of records some rank has (for tests: ranks whose copies lie alike share one).
+  [[nodiscard]] std::size_t records() const noexcept { return pool_.live(); }
 
   // ---- checkpoints on disk ----
 
@@ -233,6 +236,9 @@ class snapshot_registry {
         release(id);
     }
     [[nodiscard]] std::uint32_t refs(record_id id) const noexcept { return refs_[id]; }
+    [[nodiscard]] std::size_t live() const noexcept {
+      return static_cast<std::size_t>(std::count_if(refs_.begin() + 1, refs_.end(), [](std::uint32_t n) { return n > 0; }));
+    }
     /// f(rank_copies&) for every record some rank has.
     template <class F>
     void for_each_live(F&& f) {
@@ -264,8 +270,33 @@ class snapshot_registry {
   /// Rank r has a record (no copies) and homes (none yet).
   static void ensure_rank(world_copies& w, std::uint32_t r);
   /// `h` as rank r's record names it: a home of r as its marker, another node by its id. With
-  /// `assign`, a node becomes a home of r while r has fewer than two.
-  [[nodiscard]] static holder encode(world_copies& w, std::uint32_t r, holder h, bool assign);
+  /// `assign`, a node becomes a home of r while r has fewer than two, or in place of a home that
+  /// no copy of r's record names any more (its node was lost, or a buddy that r no longer has and
+  /// whose replicas left the record): a rank whose buddy changed shares a record again with the
+  /// ranks whose copies lie alike, instead of a record of its own for the rest of the world.
+  [[nodiscard]] holder encode(world_copies& w, std::uint32_t r, holder h, bool assign);
+  /// Node `n` becomes home `k` of rank r (a home no copy of r names); copies r's record names by
+  /// n's id are named by the marker instead (in a copy of the record, the old one freed after the
+  /// pass at the earliest).
+  void rehome(world_copies& w, std::uint32_t r, std::uint32_t k, node_id n);
+  /// Whether some step of `steps` is held on home `k`.
+  [[nodiscard]] static bool names_home(const rank_copies& steps, std::uint32_t k) noexcept;
+  /// Records made by one bulk pass, by content: a record made equal to one made before in the
+  /// same pass is dropped for it, so ranks whose copies came to lie alike again (an old buddy's
+  /// replicas gone, a spare's first steps aged out) share one record again and later passes work
+  /// on it once. Without it records only ever split, and a world that lives through hundreds of
+  /// recoveries ends with a record per node, each changed at every report.
+  class made_in_pass {
+   public:
+    /// `id` (just made, no rank has it yet), or an equal record made before in this pass, in
+    /// which case `id` is freed.
+    record_id shared(record_pool& pool, record_id id);
+
+   private:
+    std::unordered_multimap<std::uint64_t, record_id> made_;
+  };
+  [[nodiscard]] static std::uint64_t content_hash(const rank_copies& steps) noexcept;
+  [[nodiscard]] static bool same_copies(const rank_copies& a, const rank_copies& b) noexcept;
   /// The node a holder of rank r's record names.
   [[nodiscard]] static node_id resolve(const homes& hs, node_id n) noexcept {
     return n.value() >= home_marker && n.value() - home_marker < hs.size() ? hs[n.value() - home_marker] : n;

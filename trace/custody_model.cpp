@@ -59,7 +59,7 @@ void custody_model::begin_epoch(epoch_t e, step_t restore_step, bool new_world, 
       if (buddy)
         c.window = old->window;
       else
-        c.window.pin(pin_);
+        (void)c.window.pin(pin_);  // a cohort's own ranks: it guards them all
       next.push_back(std::move(c));
       // Replicas on their way from the old cohort's nodes reach the same buddies.
       if (buddy && next.back().id != old->id)
@@ -70,6 +70,7 @@ void custody_model::begin_epoch(epoch_t e, step_t restore_step, bool new_world, 
     next[at->second].nodes.push_back(n);
   }
   cohorts_ = std::move(next);
+  ++version_;
   std::erase_if(pending_, [&](in_flight& r) {
     std::erase_if(r.from, [&](std::uint64_t id) {
       return std::none_of(cohorts_.begin(), cohorts_.end(), [&](const cohort& c) { return c.id == id; });
@@ -96,6 +97,8 @@ void custody_model::publish(step_t step, std::int64_t at_ns, std::int64_t replic
     if (c.slot.write(tag, p, every_).half)
       f.from.push_back(c.id);
   if (!f.from.empty())
+    ++version_;
+  if (!f.from.empty())
     pending_.push_back(std::move(f));
   update_pin();
   merge();
@@ -116,7 +119,7 @@ void custody_model::update_pin() {
     if (everywhere) {
       pin_ = {epoch_, *s};
       for (auto& c : cohorts_)
-        c.window.pin(pin_);
+        (void)c.window.pin(pin_);  // a cohort's own ranks: it guards them all
       return;
     }
   }

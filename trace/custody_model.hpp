@@ -59,6 +59,9 @@ class custody_model {
     std::vector<policy::copy_tag> window;
   };
   [[nodiscard]] std::vector<cohort_view> cohorts() const;
+  /// Changes with every change of what a node holds (and of the cohorts): reports need not look
+  /// again while it stays.
+  [[nodiscard]] std::uint64_t version() const noexcept { return version_; }
   /// The steps the slots and the windows of the largest cohort hold, oldest first.
   [[nodiscard]] std::vector<step_t> slot_steps() const;
   [[nodiscard]] std::vector<step_t> replica_steps() const;
@@ -83,6 +86,7 @@ class custody_model {
   [[nodiscard]] const cohort* largest() const;
 
   std::uint64_t every_;
+  std::uint64_t version_ = 0;
   epoch_t epoch_;
   /// The first epoch of the current world: copies of older epochs belong to another numbering.
   epoch_t world_since_;
@@ -109,6 +113,7 @@ void custody_model::deliver(std::int64_t now_ns, Lost lost) {
     return true;
   });
   if (any) {
+    ++version_;
     update_pin();
     merge();
   }

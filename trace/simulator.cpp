@@ -83,6 +83,19 @@ struct write_record {
 struct told {
   std::vector<policy::copy_tag> slot;
   std::vector<policy::copy_tag> window;
+  /// The node told to hold `window`: the node's buddy in the epoch that started last.
+  node_id window_holder{~std::uint32_t{0}};
+  /// The node's ranks in that epoch (the window's copies are of each of them).
+  std::vector<rank_id> ranks;
+};
+
+// Replicas a node holds of ranks it no longer guards (their node has another buddy, or they moved
+// to another node): they go when the pin passes the newest of them (replica_window::pin).
+struct stale_replicas {
+  node_id holder;
+  std::vector<rank_id> ranks;
+  std::vector<policy::copy_tag> copies;
+  step_t newest;
 };
 
 struct interval {
@@ -454,24 +467,56 @@ class simulator {
   // call per copy for every node that changed alike.
   void report_copies() {
     told_.resize(nodes_.size());
-    std::map<std::pair<policy::copy_tag, bool>, std::vector<std::uint32_t>> held, dropped;
+    if (custody_.version() == reported_version_ && !told_changed_) {
+      drop_stale();
+      return;
+    }
+    reported_version_ = custody_.version();
+    told_changed_ = false;
+    // Per copy: the nodes whose ranks' copy changed, and the holder of each node's copy.
+    using holders = std::vector<std::pair<std::uint32_t, node_id>>;
+    std::map<std::pair<policy::copy_tag, bool>, holders> held, dropped;
     const auto in = [](const std::vector<policy::copy_tag>& v, const policy::copy_tag& x) {
       return std::find(v.begin(), v.end(), x) != v.end();
     };
+    // The nodes of a cohort were told alike, as a rule: the change from what a node was told is
+    // worked out once for each distinct thing told.
+    struct change {
+      std::vector<policy::copy_tag> slot, window;  // what was told
+      std::vector<std::pair<policy::copy_tag, bool>> gone, come;
+    };
+    std::vector<change> changes;
     for (const auto& c : custody_.cohorts()) {
+      changes.clear();
       for (auto n : c.nodes) {
         auto& t = told_[n];
-        for (const bool replica : {false, true}) {
-          const auto& now = replica ? c.window : c.slot;
-          auto& before = replica ? t.window : t.slot;
-          for (const auto& x : before)
-            if (!in(now, x))
-              dropped[{x, replica}].push_back(n);
-          for (const auto& x : now)
-            if (!in(before, x))
-              held[{x, replica}].push_back(n);
-          before = now;
+        if (t.window_holder.value() >= nodes_.size())
+          t.window_holder = buddy_holders_[n];
+        auto it = std::find_if(changes.begin(), changes.end(),
+                               [&](const change& x) { return x.slot == t.slot && x.window == t.window; });
+        if (it == changes.end()) {
+          change x{t.slot, t.window, {}, {}};
+          for (const bool replica : {false, true}) {
+            const auto& now = replica ? c.window : c.slot;
+            const auto& before = replica ? t.window : t.slot;
+            for (const auto& tag : before)
+              if (!in(now, tag))
+                x.gone.emplace_back(tag, replica);
+            for (const auto& tag : now)
+              if (!in(before, tag))
+                x.come.emplace_back(tag, replica);
+          }
+          changes.push_back(std::move(x));
+          it = std::prev(changes.end());
         }
+        for (const auto& [tag, replica] : it->gone)
+          dropped[{tag, replica}].emplace_back(n, replica ? t.window_holder : node_id{n});
+        for (const auto& [tag, replica] : it->come)
+          held[{tag, replica}].emplace_back(n, replica ? t.window_holder : node_id{n});
+        if (t.slot != c.slot)
+          t.slot = c.slot;
+        if (t.window != c.window)
+          t.window = c.window;
       }
     }
     // Holders, by node: the node itself (its slots) or its buddy (the replicas of its ranks).
@@ -480,18 +525,33 @@ class simulator {
       for (const auto& [key, list] : by_copy) {
         const auto& [x, replica] = key;
         const auto where = replica ? copy_kind::buddy_replica : copy_kind::local_slot;
-        for (auto n : list)
-          mask[n] = replica ? buddy_holders_[n] : node_id{n};
+        for (const auto& [n, holder] : list)
+          mask[n] = holder;
         if (drop)
           policy_.on_snapshot_dropped_all(x.epoch, x.step, where, mask);
         else
           (void)policy_.on_snapshot_all(x.epoch, x.step, where, mask);
-        for (auto n : list)
+        for (const auto& [n, holder] : list)
           mask[n] = node_id{~std::uint32_t{0}};
       }
     };
     bulk(dropped, true);
     bulk(held, false);
+    drop_stale();
+  }
+
+  // Replicas of ranks a node no longer guards go once the pin passes them, rank by rank (their
+  // ranks may run elsewhere now).
+  void drop_stale() {
+    const auto pin = custody_.pin().step;
+    std::erase_if(stale_, [&](const stale_replicas& x) {
+      if (!(x.newest < pin))
+        return false;
+      for (const auto r : x.ranks)
+        for (const auto& c : x.copies)
+          policy_.on_snapshot_dropped(policy::snapshot_report{c.epoch, r, c.step, x.holder, copy_kind::buddy_replica});
+      return true;
+    });
   }
 
   // Tells the policy what happened since the last report: progress, snapshots, replicas and
@@ -715,6 +775,7 @@ class simulator {
     for (const auto& slot : s.placement)
       ranks.push_back(slot.rank);
     const bool new_world = ranks != previous_ranks_;
+    retire_windows(s);
     custody_.begin_epoch(s.epoch, s.restore_step, new_world, in_placement_, kept, same_buddy);
     previous_ranks_ = std::move(ranks);
     previous_buddies_ = buddy_holders_;
@@ -722,6 +783,43 @@ class simulator {
       if (in_placement_[n] != 0)
         memory_lost_[n] = 0;
     set_multi_node();
+  }
+
+  // The replicas told held for a node whose buddy or ranks change with epoch `s` stay where they
+  // are, on ranks their holder no longer guards (stale_); the node's window starts anew.
+  void retire_windows(const policy::start_epoch& s) {
+    told_.resize(nodes_.size());
+    // Each node's ranks, in rank order: offsets into one list.
+    std::vector<std::uint32_t> first(nodes_.size() + 1, 0);
+    for (const auto& slot : s.placement)
+      if (slot.node.value() < nodes_.size())
+        ++first[slot.node.value() + 1];
+    for (std::size_t n = 0; n < nodes_.size(); ++n)
+      first[n + 1] += first[n];
+    std::vector<rank_id> ranks(first.back());
+    auto fill = first;
+    for (const auto& slot : s.placement)
+      if (slot.node.value() < nodes_.size())
+        ranks[fill[slot.node.value()]++] = slot.rank;
+    for (std::uint32_t n = 0; n < nodes_.size(); ++n) {
+      auto& t = told_[n];
+      const std::span<const rank_id> mine{ranks.data() + first[n], first[n + 1] - first[n]};
+      const bool placed = in_placement_[n] != 0;
+      const node_id holder = placed ? buddy_holders_[n] : node_id{~std::uint32_t{0}};
+      const bool same_ranks = std::equal(mine.begin(), mine.end(), t.ranks.begin(), t.ranks.end());
+      if (!t.window.empty() && (!placed || holder != t.window_holder || !same_ranks)) {
+        step_t newest{0};
+        for (const auto& c : t.window)
+          newest = std::max(newest, c.step);
+        if (t.window_holder.value() < nodes_.size())
+          stale_.push_back({t.window_holder, t.ranks, std::move(t.window), newest});
+        t.window.clear();
+      }
+      told_changed_ = true;
+      t.window_holder = holder;
+      if (!same_ranks)
+        t.ranks.assign(mine.begin(), mine.end());
+    }
   }
 
   void set_multi_node() {
@@ -1147,6 +1245,10 @@ class simulator {
 
   custody_model custody_;
   std::vector<told> told_;
+  std::vector<stale_replicas> stale_;
+  /// custody_.version() when the policy was last told, and whether told_ changed since.
+  std::uint64_t reported_version_ = ~std::uint64_t{0};
+  bool told_changed_ = false;
   policy::checkpoint_coordinator coordinator_;
   std::optional<write_record> persisting_;
   std::uint64_t reported_progress_ = 0;

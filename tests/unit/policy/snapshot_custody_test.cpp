@@ -203,5 +203,25 @@ TEST(snapshot_custody, a_buddy_keeps_four_replicas_a_rank_never_evicting_the_pin
   EXPECT_EQ(w.all().size(), 5u);
 }
 
+TEST(snapshot_custody, a_buddy_drops_the_replicas_of_a_rank_it_no_longer_guards_when_the_pin_passes_them) {
+  replica_window w{1};
+  // Rank 0 was guarded here up to step 4, then its buddy changed; rank 1 is still guarded.
+  for (std::uint64_t s = 1; s <= 4; ++s)
+    (void)w.add(tag(1, s, 0));
+  for (std::uint64_t s = 3; s <= 6; ++s)
+    (void)w.add(tag(1, s, 1));
+  EXPECT_TRUE(w.pin({epoch_t{1}, step_t{4}}).empty()) << "rank 0 holds the pinned step 4 here: kept";
+  EXPECT_EQ(w.of(rank_id{0}).size(), 4u);
+  const auto gone = w.pin({epoch_t{2}, step_t{6}});
+  ASSERT_EQ(gone.size(), 4u) << "every replica of rank 0 is older than the pin: all go";
+  for (const auto& c : gone)
+    EXPECT_EQ(c.rank, rank_id{0});
+  EXPECT_TRUE(w.of(rank_id{0}).empty());
+  EXPECT_EQ(w.of(rank_id{1}).size(), 4u) << "rank 1 holds step 6: all its replicas stay, the older ones too";
+  EXPECT_EQ(w.pinned(), (custody_pin{epoch_t{2}, step_t{6}}));
+  EXPECT_TRUE(w.pin({epoch_t{0}, step_t{0}}).empty()) << "no pin: nothing goes";
+  EXPECT_EQ(w.all().size(), 4u);
+}
+
 }  // namespace
 }  // namespace rekindle::policy

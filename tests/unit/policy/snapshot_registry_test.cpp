@@ -192,5 +192,50 @@ TEST(snapshot_registry, a_copy_dropped_by_one_rank_of_a_group_stays_with_the_oth
   EXPECT_NE(missing.find("rank 1 holds none; rank 3 holds none"), std::string::npos) << missing;
 }
 
+TEST(snapshot_registry, ranks_whose_buddy_changed_share_a_record_again_once_the_old_replicas_are_gone) {
+  snapshot_registry reg{nodes};
+  for (std::uint32_t n = 0; n < nodes; ++n)
+    reg.set_up(node_id{n}, true);
+  const auto placement = placement_of(nodes * ranks_per_node);
+  reg.begin_epoch(epoch_t{1}, nodes * ranks_per_node, true);
+  std::vector<node_id> buddy(nodes);
+  for (std::uint32_t n = 0; n < nodes; ++n)
+    buddy[n] = node_id{(n + 1) % nodes};
+  const auto snapshot = [&](std::uint64_t s) {
+    (void)reg.on_held_all(epoch_t{1}, step_t{s}, copy_kind::local_slot, placement, {});
+    return reg.on_held_all(epoch_t{1}, step_t{s}, copy_kind::buddy_replica, placement, buddy);
+  };
+  const auto drop = [&](std::uint64_t s, std::span<const node_id> holders) {
+    reg.on_dropped_all(epoch_t{1}, step_t{s}, copy_kind::local_slot, placement, {});
+    reg.on_dropped_all(epoch_t{1}, step_t{s}, copy_kind::buddy_replica, placement, holders);
+  };
+  EXPECT_TRUE(snapshot(5));
+  EXPECT_EQ(reg.records(), 1u) << "every rank's copies lie on its node and its node's buddy";
+  // n2 gets n4 as its buddy; n3, its old buddy, drops their replicas of step 5 when a newer step
+  // is pinned, rank by rank, as a checkpoint actor reports them.
+  const auto old_buddy = buddy;
+  buddy[2] = node_id{4};
+  EXPECT_TRUE(snapshot(10));
+  EXPECT_EQ(reg.records(), 2u) << "n2's ranks name n4 by its id";
+  for (std::uint32_t r = 6; r < 9; ++r)
+    reg.on_dropped(snapshot_report{epoch_t{1}, rank_id{r}, step_t{5}, node_id{3}, copy_kind::buddy_replica});
+  drop(5, old_buddy);
+  EXPECT_TRUE(snapshot(15));
+  EXPECT_TRUE(snapshot(20));
+  drop(10, buddy);
+  EXPECT_EQ(reg.records(), 1u) << "n4 is the second home of n2's ranks now: one record again";
+  for (std::uint32_t r = 0; r < nodes * ranks_per_node; ++r)
+    EXPECT_EQ(reg.steps_of(rank_id{r}), (std::vector<step_t>{step_t{15}, step_t{20}})) << "rank " << r;
+  // Their copies on n4 are theirs alone: losing n4 leaves n2's ranks their slots and n3's ranks
+  // (whose buddy n4 is) theirs.
+  reg.set_up(node_id{4}, false);
+  const auto choice = reg.choose_restore();
+  ASSERT_TRUE(choice.has_value());
+  EXPECT_EQ(choice->step, step_t{20});
+  EXPECT_EQ(choice->sources[6], (state_source{rank_id{6}, node_id{2}, copy_kind::local_slot}));
+  EXPECT_EQ(choice->sources[12], (state_source{rank_id{12}, node_id{5}, copy_kind::buddy_replica}));
+  EXPECT_FALSE(reg.held_in_every_slot(step_t{20})) << "n4's own ranks lost their slots";
+}
+
 }  // namespace
 }  // namespace rekindle::policy
