@@ -171,10 +171,15 @@ caf::behavior checkpoint_actor::make_behavior() {
         if (const auto was = window_.pinned(); std::tie(pin.epoch, pin.step) <= std::tie(was.epoch, was.step))
           return;  // the pin only moves forward
         // The replicas of ranks no longer guarded here go (policy/snapshot_custody.hpp).
-        for (const auto& gone : window_.pin(pin)) {
+        const auto stale = window_.pin(pin);
+        for (const auto& gone : stale) {
           std::erase_if(replicas_, [&](const replica& x) { return x.tag == gone; });
           ctx_->supervisor->send("checkpoint", snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, copy_kind::buddy_replica});
         }
+        if (!stale.empty())
+          spdlog::info("{} replica(s) of ranks no longer guarded here dropped (all older than the committed step {}), "
+                       "the first of rank {} step {}",
+                       stale.size(), pin.step.value(), stale.front().rank.value(), stale.front().step.value());
         for (auto& slot : slots_)
           slot.pin(pin);
       },
