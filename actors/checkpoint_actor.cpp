@@ -126,10 +126,8 @@ caf::behavior checkpoint_actor::make_behavior() {
         const policy::copy_tag tag{h.epoch, h.rank, h.step};
         std::erase_if(replicas_, [&](const replica& x) { return x.tag == tag; });
         replicas_.push_back({tag, h.checksum, p.bytes});
-        for (const auto& gone : window_.add(tag)) {
-          std::erase_if(replicas_, [&](const replica& x) { return x.tag == gone; });
-          ctx_->supervisor->send("checkpoint", snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, copy_kind::buddy_replica});
-        }
+        for (const auto& gone : window_.add(tag))
+          drop_replica(gone);
         ctx_->supervisor->send("checkpoint", snapshot_held{h.epoch, h.rank, h.step, ctx_->node, copy_kind::buddy_replica});
       },
       [this](const envelope& from, const state_request& r) {
@@ -172,10 +170,8 @@ caf::behavior checkpoint_actor::make_behavior() {
           return;  // the pin only moves forward
         // The replicas of ranks no longer guarded here go (policy/snapshot_custody.hpp).
         const auto stale = window_.pin(pin);
-        for (const auto& gone : stale) {
-          std::erase_if(replicas_, [&](const replica& x) { return x.tag == gone; });
-          ctx_->supervisor->send("checkpoint", snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, copy_kind::buddy_replica});
-        }
+        for (const auto& gone : stale)
+          drop_replica(gone);
         if (!stale.empty())
           spdlog::info("{} replica(s) of ranks no longer guarded here dropped (all older than the committed step {}), "
                        "the first of rank {} step {}",
@@ -399,6 +395,11 @@ void checkpoint_actor::persist(const persist_request& p) {
     storage::shard_job job{dir, p.step, rank, std::move(buffer), 0, 0, std::move(source)};
     writer_->submit(std::move(job));
   }
+}
+
+void checkpoint_actor::drop_replica(const policy::copy_tag& gone) {
+  std::erase_if(replicas_, [&](const replica& x) { return x.tag == gone; });
+  ctx_->supervisor->send("checkpoint", snapshot_dropped{gone.epoch, gone.rank, gone.step, ctx_->node, copy_kind::buddy_replica});
 }
 
 void checkpoint_actor::replicate(std::uint32_t local_index, const policy::copy_tag& c) {

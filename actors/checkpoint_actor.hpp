@@ -68,6 +68,8 @@ class checkpoint_actor : public caf::event_based_actor {
   };
 
   void replicate(std::uint32_t local_index, const policy::copy_tag& c);
+  /// Forgets replica `gone` (its window dropped it) and tells the supervisor.
+  void drop_replica(const policy::copy_tag& gone);
   void persist(const persist_request& p);
   void report_all();
   void serve(const envelope& from, const state_request& r);

@@ -106,18 +106,24 @@ std::vector<copy_tag> replica_window::add(const copy_tag& c) {
   return evicted;
 }
 
+bool outdated_by(std::span<const copy_tag> replicas, custody_pin pin) noexcept {
+  return pin.step.value() > 0 && std::none_of(replicas.begin(), replicas.end(), [&](const copy_tag& x) { return x.step >= pin.step; });
+}
+
 std::vector<copy_tag> replica_window::pin(custody_pin p) {
   pin_ = p;
+  // The ranks whose replicas here are all older than the pin are no longer guarded here.
+  std::vector<rank_id> checked, outdated;
+  for (const auto& x : held_) {
+    if (std::find(checked.begin(), checked.end(), x.rank) != checked.end())
+      continue;
+    checked.push_back(x.rank);
+    if (outdated_by(of(x.rank), p))
+      outdated.push_back(x.rank);
+  }
   std::vector<copy_tag> gone;
-  if (p.step.value() == 0)
-    return gone;
-  // The ranks with a replica as new as the pin stay guarded here.
-  std::vector<rank_id> guarded;
-  for (const auto& x : held_)
-    if (x.step >= p.step && std::find(guarded.begin(), guarded.end(), x.rank) == guarded.end())
-      guarded.push_back(x.rank);
   std::erase_if(held_, [&](const copy_tag& x) {
-    if (std::find(guarded.begin(), guarded.end(), x.rank) != guarded.end())
+    if (std::find(outdated.begin(), outdated.end(), x.rank) == outdated.end())
       return false;
     gone.push_back(x);
     return true;

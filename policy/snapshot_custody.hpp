@@ -121,6 +121,10 @@ class slot_contents {
   std::array<std::optional<copy_tag>, 2> halves_;
 };
 
+/// Whether a buddy holding `replicas` of one rank, none as new as the pinned step, no longer guards
+/// that rank: they go (replica_window::pin). False without a pin.
+[[nodiscard]] bool outdated_by(std::span<const copy_tag> replicas, custody_pin pin) noexcept;
+
 /// The replicas one buddy keeps of its peers' ranks: the window of the diagram above. Holds tags
 /// only; the checkpoint actor keeps the bytes next to them. Thread-safety: a value.
 class replica_window {

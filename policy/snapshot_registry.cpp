@@ -113,7 +113,7 @@ snapshot_registry::holder snapshot_registry::encode(world_copies& w, std::uint32
   if (!assign)
     return h;
   for (std::uint32_t k = 0; k < hs.size(); ++k) {
-    if (hs[k] == no_homes[k] || !names_home(pool_[w.ranks[r]], k)) {
+    if (hs[k] == no_homes[k] || !names(pool_[w.ranks[r]], node_id{home_marker + k})) {
       rehome(w, r, k, h.node);
       return holder{node_id{home_marker + k}, h.where};
     }
@@ -124,10 +124,7 @@ snapshot_registry::holder snapshot_registry::encode(world_copies& w, std::uint32
 void snapshot_registry::rehome(world_copies& w, std::uint32_t r, std::uint32_t k, node_id n) {
   w.home[r][k] = n;
   const auto id = w.ranks[r];
-  const auto names_n = std::any_of(pool_[id].begin(), pool_[id].end(), [&](const step_copies& c) {
-    return std::any_of(c.holders.begin(), c.holders.end(), [&](const holder& h) { return h.node == n; });
-  });
-  if (!names_n)
+  if (!names(pool_[id], n))
     return;
   // The copies the record names by the node's id are named by the marker from now on.
   const auto mine = pool_.copy_of(id);
@@ -145,10 +142,9 @@ void snapshot_registry::rehome(world_copies& w, std::uint32_t r, std::uint32_t k
   w.ranks[r] = mine;
 }
 
-bool snapshot_registry::names_home(const rank_copies& steps, std::uint32_t k) noexcept {
-  const node_id marker{home_marker + k};
+bool snapshot_registry::names(const rank_copies& steps, node_id n) noexcept {
   return std::any_of(steps.begin(), steps.end(), [&](const step_copies& c) {
-    return std::any_of(c.holders.begin(), c.holders.end(), [&](const holder& h) { return h.node == marker; });
+    return std::any_of(c.holders.begin(), c.holders.end(), [&](const holder& h) { return h.node == n; });
   });
 }
 

@@ -279,8 +279,8 @@ class snapshot_registry {
   /// n's id are named by the marker instead (in a copy of the record, the old one freed after the
   /// pass at the earliest).
   void rehome(world_copies& w, std::uint32_t r, std::uint32_t k, node_id n);
-  /// Whether some step of `steps` is held on home `k`.
-  [[nodiscard]] static bool names_home(const rank_copies& steps, std::uint32_t k) noexcept;
+  /// Whether some step of `steps` names holder node `n` (a node id, or a home's marker).
+  [[nodiscard]] static bool names(const rank_copies& steps, node_id n) noexcept;
   /// Records made by one bulk pass, by content: a record made equal to one made before in the
   /// same pass is dropped for it, so ranks whose copies came to lie alike again (an old buddy's
   /// replicas gone, a spare's first steps aged out) share one record again and later passes work

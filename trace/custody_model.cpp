@@ -96,10 +96,10 @@ void custody_model::publish(step_t step, std::int64_t at_ns, std::int64_t replic
   for (auto& c : cohorts_)
     if (c.slot.write(tag, p, every_).half)
       f.from.push_back(c.id);
-  if (!f.from.empty())
+  if (!f.from.empty()) {
     ++version_;
-  if (!f.from.empty())
     pending_.push_back(std::move(f));
+  }
   update_pin();
   merge();
 }

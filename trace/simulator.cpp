@@ -90,12 +90,12 @@ struct told {
 };
 
 // Replicas a node holds of ranks it no longer guards (their node has another buddy, or they moved
-// to another node): they go when the pin passes the newest of them (replica_window::pin).
+// to another node): they go when the pin passes all of them (policy::outdated_by, the rule of
+// replica_window::pin).
 struct stale_replicas {
   node_id holder;
   std::vector<rank_id> ranks;
   std::vector<policy::copy_tag> copies;
-  step_t newest;
 };
 
 struct interval {
@@ -513,10 +513,8 @@ class simulator {
           dropped[{tag, replica}].emplace_back(n, replica ? t.window_holder : node_id{n});
         for (const auto& [tag, replica] : it->come)
           held[{tag, replica}].emplace_back(n, replica ? t.window_holder : node_id{n});
-        if (t.slot != c.slot)
-          t.slot = c.slot;
-        if (t.window != c.window)
-          t.window = c.window;
+        t.slot = c.slot;
+        t.window = c.window;
       }
     }
     // Holders, by node: the node itself (its slots) or its buddy (the replicas of its ranks).
@@ -543,9 +541,8 @@ class simulator {
   // Replicas of ranks a node no longer guards go once the pin passes them, rank by rank (their
   // ranks may run elsewhere now).
   void drop_stale() {
-    const auto pin = custody_.pin().step;
     std::erase_if(stale_, [&](const stale_replicas& x) {
-      if (!(x.newest < pin))
+      if (!policy::outdated_by(x.copies, custody_.pin()))
         return false;
       for (const auto r : x.ranks)
         for (const auto& c : x.copies)
@@ -789,6 +786,7 @@ class simulator {
   // are, on ranks their holder no longer guards (stale_); the node's window starts anew.
   void retire_windows(const policy::start_epoch& s) {
     told_.resize(nodes_.size());
+    told_changed_ = true;
     // Each node's ranks, in rank order: offsets into one list.
     std::vector<std::uint32_t> first(nodes_.size() + 1, 0);
     for (const auto& slot : s.placement)
@@ -808,14 +806,10 @@ class simulator {
       const node_id holder = placed ? buddy_holders_[n] : node_id{~std::uint32_t{0}};
       const bool same_ranks = std::equal(mine.begin(), mine.end(), t.ranks.begin(), t.ranks.end());
       if (!t.window.empty() && (!placed || holder != t.window_holder || !same_ranks)) {
-        step_t newest{0};
-        for (const auto& c : t.window)
-          newest = std::max(newest, c.step);
         if (t.window_holder.value() < nodes_.size())
-          stale_.push_back({t.window_holder, t.ranks, std::move(t.window), newest});
+          stale_.push_back({t.window_holder, t.ranks, std::move(t.window)});
         t.window.clear();
       }
-      told_changed_ = true;
       t.window_holder = holder;
       if (!same_ranks)
         t.ranks.assign(mine.begin(), mine.end());
