@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "actors/messages.hpp"
@@ -28,7 +30,7 @@ constexpr std::uint64_t steps = 1500;
 // The failure-free run of the same configuration, computed once.
 double reference_loss(const testing::cluster_options& o) {
   static std::map<std::string, double> cache;
-  const auto key = std::to_string(o.nodes) + "/" + std::to_string(o.spare) + "/" + o.extra;
+  const auto key = std::to_string(o.nodes) + "/" + std::to_string(o.spare) + "/" + std::to_string(o.global_batch) + "/" + o.extra;
   if (auto it = cache.find(key); it != cache.end())
     return it->second;
   testing::local_cluster c{o};
@@ -66,6 +68,17 @@ void expect_recovered(const testing::local_cluster& c, const nlohmann::json& rep
   ASSERT_GE(report["recoveries"].size(), recoveries) << report.dump(2);
   for (const auto& r : report["recoveries"])
     EXPECT_TRUE(r["done"].get<bool>()) << r.dump();
+}
+
+// Starts the cluster, loses node n1 (its daemon and ranks killed) once step 40 is committed, and
+// returns the report of the job, which must have recovered.
+nlohmann::json lose_n1_and_finish(testing::local_cluster& c) {
+  c.start_all();
+  wait_committed(c, 40);
+  c.signal_node("n1", SIGKILL);
+  auto report = c.wait_done(240s);
+  expect_recovered(c, report, 1);
+  return report;
 }
 
 TEST(recovery, sigkill_of_a_rank_restarts_it_in_place_with_the_same_final_loss) {
@@ -205,15 +218,43 @@ TEST(recovery, a_lost_node_moves_its_ranks_to_the_spare_and_restores_from_buddy_
   const testing::cluster_options o{.spare = true, .steps = steps};
   const double expected = reference_loss(o);
   testing::local_cluster c{o};
-  c.start_all();
-  wait_committed(c, 40);
-  c.signal_node("n1", SIGKILL);
-  const auto report = c.wait_done(240s);
-  expect_recovered(c, report, 1);
+  const auto report = lose_n1_and_finish(c);
   const auto& r = report["recoveries"][0];
   EXPECT_NE(r["source"].get<std::string>().find("buddy memory"), std::string::npos) << r.dump() << c.log("n0");
   EXPECT_GT(r["restored_step"].get<std::uint64_t>(), 0u) << "restored, not restarted: " << r.dump();
   EXPECT_EQ(report["world"], 4);
+  EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
+}
+
+// Each node's buddy is the next up node, the spare included: n0 -> n1 -> n2 -> s0 -> n0. When n1
+// is lost its ranks (2, 3) move to the spare and restore from n2's replicas, and the ring closes
+// over the gap (n0 -> n2 -> s0 -> n0): ranks 2 and 3 are now guarded by n0, and n2's replicas of
+// them are whole ranks' states held for nothing. n2 drops them once a newer step is committed;
+// s0 still guards n2's ranks and keeps theirs.
+TEST(recovery, an_old_buddy_drops_the_replicas_of_ranks_it_no_longer_guards_once_a_newer_step_is_committed) {
+  const testing::cluster_options o{.nodes = 3, .spare = true, .steps = steps, .global_batch = 12};
+  const double expected = reference_loss(o);
+  testing::local_cluster c{o};
+  const auto report = lose_n1_and_finish(c);
+  EXPECT_EQ(report["world"], 6);
+  EXPECT_NE(report["recoveries"][0]["source"].get<std::string>().find("buddy memory on n2"), std::string::npos)
+      << report["recoveries"][0].dump() << c.log("n0");
+  // The rank a node's drop names first (its log line), or -1 when it dropped none.
+  const auto first_dropped = [&](const std::string& node) -> int {
+    constexpr std::string_view dropped = "replica(s) of ranks no longer guarded here dropped";
+    constexpr std::string_view first = "the first of rank ";
+    const auto log = c.log(node);
+    const auto at = log.find(dropped);
+    if (at == std::string::npos)
+      return -1;
+    const auto rank = log.find(first, at);
+    return rank == std::string::npos ? -1 : std::atoi(log.c_str() + rank + first.size());
+  };
+  const int by_n2 = first_dropped("n2");
+  EXPECT_TRUE(by_n2 == 2 || by_n2 == 3) << "n2 guarded ranks 2 and 3 before n1 was lost; it dropped rank " << by_n2
+                                        << ":\n" << c.log("n2");
+  EXPECT_EQ(first_dropped("s0"), -1) << "s0 still guards n2's ranks:\n" << c.log("s0");
+  EXPECT_EQ(first_dropped("n0"), -1) << "n0 guarded the spare, which ran no rank:\n" << c.log("n0");
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
 }
 
