@@ -1,6 +1,7 @@
 #include "policy/snapshot_registry.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "policy/snapshot_custody.hpp"
 
@@ -74,6 +75,10 @@ void snapshot_registry::record_pool::unref(record_id id, std::uint32_t n, bool d
 }
 
 void snapshot_registry::record_pool::release_deferred() {
+  // An id can be deferred twice in a pass (a rank left it, another took it and left it too):
+  // freed once.
+  std::sort(deferred_.begin(), deferred_.end());
+  deferred_.erase(std::unique(deferred_.begin(), deferred_.end()), deferred_.end());
   for (const auto id : deferred_)
     if (refs_[id] == 0)
       release(id);
@@ -410,6 +415,171 @@ void snapshot_registry::on_dropped_all(epoch_t e, step_t s, copy_kind where, std
         return at != nullptr && at->holders.contains(h);
       },
       [&](rank_copies& steps, holder h) { forget_copy(steps, s, h); });
+}
+
+bool snapshot_registry::on_changed_all(const copy_changes& c, std::span<const rank_slot> placement) {
+  const auto wit = copies_.find(gen_);
+  if (gen_ == 0 || wit == copies_.end())
+    return false;
+  auto& w = wit->second;
+  const auto gen = gen_;
+  // Each set's changes of the current world, and what they need: a set with a change held may
+  // give a rank its first copy; one without a change of a kind needs no holder of that kind.
+  struct set_info {
+    std::vector<copy_change> changes;
+    bool grows = false, slots = false, replicas = false;
+  };
+  std::vector<set_info> sets(c.sets.size());
+  for (std::size_t i = 0; i < c.sets.size(); ++i)
+    for (const auto& ch : c.sets[i]) {
+      if (!current_world(ch.epoch))
+        continue;
+      sets[i].changes.push_back(ch);
+      sets[i].grows = sets[i].grows || ch.held;
+      (ch.where == copy_kind::local_slot ? sets[i].slots : sets[i].replicas) = true;
+    }
+  // Whether some rank took each held change (with a holder), by set and index: only those steps
+  // can have become committed.
+  std::vector<std::vector<std::uint8_t>> took(sets.size());
+  for (std::size_t i = 0; i < sets.size(); ++i)
+    took[i].assign(sets[i].changes.size(), 0);
+  constexpr node_id none{~std::uint32_t{0}};
+  made_in_pass made;
+  // The changes of one set applied to a copy of record `id`, each copy on `slot` or `replica` as
+  // the record names it (none: that kind records nothing): the record it becomes.
+  const auto changed = [&](record_id id, std::uint32_t set, node_id slot, node_id replica) {
+    const auto mine = pool_.copy_of(id);
+    auto& steps = pool_[mine];
+    for (const auto& ch : sets[set].changes) {
+      const holder h{ch.where == copy_kind::local_slot ? slot : replica, ch.where};
+      if (h.node == none)
+        continue;
+      if (!ch.held) {
+        forget_copy(steps, ch.step, h);
+      } else if (const auto* at = find(steps, ch.step); at == nullptr || !at->holders.contains(h)) {
+        record(steps, gen, ch.step, h);
+      }
+    }
+    if (same_copies(steps, pool_[id])) {
+      pool_.discard(mine);
+      return id;
+    }
+    if (steps.empty()) {
+      pool_.discard(mine);
+      return no_copies;
+    }
+    return made.shared(pool_, mine);
+  };
+  // A rank whose holders are both its homes changes as every rank of its record, set and homes'
+  // roles does: worked out once for all of them. Others (a holder not a home yet) change copy by
+  // copy, as on_held_all and on_dropped_all would, once per record, holder and change.
+  std::unordered_map<std::uint64_t, record_id> alike;
+  struct one_key {
+    std::uint64_t a, b;
+    bool operator==(const one_key&) const = default;
+  };
+  struct one_hash {
+    std::size_t operator()(const one_key& k) const noexcept { return std::hash<std::uint64_t>{}(k.a * 0x9E3779B97F4A7C15ull ^ k.b); }
+  };
+  std::unordered_map<one_key, record_id, one_hash> one_by_one;
+  std::uint64_t last_key = ~std::uint64_t{0}, last_took = ~std::uint64_t{0};
+  record_id last_new = no_copies;
+  const auto take = [&](std::uint32_t r, record_id to) {
+    const auto from = w.ranks[r];
+    if (to == from)
+      return;
+    pool_.ref(to);
+    pool_.unref(from, 1, true);  // freed after the pass at the earliest: ids seen in it stay unique
+    w.ranks[r] = to;
+  };
+  for (const auto& slot : placement) {
+    const auto n = slot.node.value();
+    if (n >= c.set_of_node.size() || c.set_of_node[n] >= sets.size())
+      continue;
+    const auto set = c.set_of_node[n];
+    const auto& info = sets[set];
+    if (info.changes.empty())
+      continue;
+    const auto r = slot.rank.value();
+    if (r >= w.ranks.size()) {
+      if (!info.grows)
+        continue;  // nothing to drop
+      ensure_rank(w, r);
+    }
+    const node_id slot_node = n < up_.size() && info.slots ? slot.node : none;
+    node_id replica_node = n < c.replica_holder_of_node.size() ? c.replica_holder_of_node[n] : none;
+    if (replica_node.value() >= up_.size() || !info.replicas)
+      replica_node = none;
+    if (const auto k = (std::uint64_t{set} << 2) | (slot_node != none ? 2u : 0u) | (replica_node != none ? 1u : 0u);
+        k != last_took) {
+      last_took = k;
+      for (std::size_t i = 0; i < info.changes.size(); ++i)
+        if (info.changes[i].held && (info.changes[i].where == copy_kind::local_slot ? slot_node : replica_node) != none)
+          took[set][i] = 1;
+    }
+    const auto& hs = w.home[r];
+    const auto role = [&](node_id x) -> std::uint32_t {
+      if (x == none)
+        return 3;
+      return hs[0] == x ? 0 : hs[1] == x ? 1 : 2;
+    };
+    const auto slot_role = role(slot_node), replica_role = role(replica_node);
+    if (slot_role != 2 && replica_role != 2 && set < (1u << 24)) {
+      const auto id = w.ranks[r];
+      const auto key = (std::uint64_t{id} << 32) | (std::uint64_t{set} << 4) | (slot_role << 2) | replica_role;
+      if (key != last_key) {
+        last_key = key;
+        if (const auto done = alike.find(key); done != alike.end()) {
+          last_new = done->second;
+        } else {
+          const auto marker = [&](std::uint32_t k) { return k < 2 ? node_id{home_marker + k} : none; };
+          last_new = changed(id, set, marker(slot_role), marker(replica_role));
+          alike.emplace(key, last_new);
+        }
+      }
+      take(r, last_new);
+      continue;
+    }
+    last_key = ~std::uint64_t{0};
+    for (std::uint32_t i = 0; i < info.changes.size(); ++i) {
+      const auto& ch = info.changes[i];
+      const auto node = ch.where == copy_kind::local_slot ? slot_node : replica_node;
+      if (node == none)
+        continue;
+      const holder h = encode(w, r, holder{node, ch.where}, ch.held);
+      const auto id = w.ranks[r];
+      const one_key key{(std::uint64_t{id} << 32) | h.node.value(), (std::uint64_t{set} << 32) | i};
+      auto done = one_by_one.find(key);
+      if (done == one_by_one.end()) {
+        const auto* at = find(pool_[id], ch.step);
+        const bool held_there = at != nullptr && at->holders.contains(h);
+        record_id to = id;
+        if (ch.held != held_there)
+          to = made.shared(pool_, changed_copy(id, [&](rank_copies& steps) {
+                             if (ch.held)
+                               record(steps, gen, ch.step, h);
+                             else
+                               forget_copy(steps, ch.step, h);
+                           }));
+        done = one_by_one.emplace(key, to).first;
+      }
+      take(r, done->second);
+    }
+  }
+  pool_.release_deferred();
+  // The per-rank reports could commit only at a step some rank took: each checked once, oldest
+  // first, after every change (one added holder never removes another).
+  std::vector<step_t> held;
+  for (std::size_t i = 0; i < sets.size(); ++i)
+    for (std::size_t k = 0; k < sets[i].changes.size(); ++k)
+      if (took[i][k])
+        held.push_back(sets[i].changes[k].step);
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  bool committed = false;
+  for (const auto s : held)
+    committed = maybe_commit(gen, s) || committed;
+  return committed;
 }
 
 void snapshot_registry::forget_restore_copy(rank_id old_rank, step_t step, node_id holder_node, copy_kind where) {

@@ -45,6 +45,26 @@ struct snapshot_report {
   copy_kind where = copy_kind::local_slot;
 };
 
+/// One change of a bulk report of copies: a copy of step `step`, written in epoch `epoch`, held
+/// now (`held`) or no longer.
+struct copy_change {
+  epoch_t epoch;
+  step_t step;
+  copy_kind where = copy_kind::local_slot;
+  bool held = true;
+  bool operator==(const copy_change&) const = default;
+};
+
+/// The changes a bulk report makes to the copies of the ranks of some nodes: `sets[set_of_node[n]]`
+/// for node n (none when set_of_node[n] is past `sets`), in the order they apply. A slot's copy
+/// lies on the node itself, a replica on `replica_holder_of_node[n]` (a node id past the nodes:
+/// none, and those changes record nothing).
+struct copy_changes {
+  std::span<const std::vector<copy_change>> sets;
+  std::span<const std::uint32_t> set_of_node;
+  std::span<const node_id> replica_holder_of_node;
+};
+
 /// Where a restore reads every rank's state: a step of one world, and each rank's source.
 struct restore_choice {
   /// The world generation it belongs to (0: a checkpoint on disk).
@@ -103,6 +123,12 @@ class snapshot_registry {
   /// commits a newer step.
   bool on_held_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
                    std::span<const node_id> holder_of_node);
+  /// Every change of `c` to the ranks of `placement`, of the current world's epochs (others
+  /// record nothing), in one pass: exactly on_dropped_all and on_held_all for each change in turn,
+  /// each with the holders of the nodes whose set names it, when every set lists its changes
+  /// dropped before held, each part in one order common to all sets. Returns true when it commits
+  /// a newer step.
+  bool on_changed_all(const copy_changes& c, std::span<const rank_slot> placement);
   /// A node no longer holds a copy it reported.
   void on_dropped(const snapshot_report& r);
   /// As on_dropped for every rank of `placement`, as on_held_all.

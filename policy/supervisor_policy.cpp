@@ -930,6 +930,8 @@ void supervisor_policy::on_snapshot_dropped_all(epoch_t e, step_t s, copy_kind w
     copies_.on_dropped_all(e, s, where, placement_, holder_of_node);
 }
 
+bool supervisor_policy::on_copies_changed_all(const copy_changes& c) { return copies_.on_changed_all(c, placement_); }
+
 std::vector<policy_action> supervisor_policy::pause() {
   std::vector<policy_action> out;
   if (!active(state_))

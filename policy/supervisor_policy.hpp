@@ -306,6 +306,10 @@ class supervisor_policy {
   bool on_snapshot_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node = {});
   /// on_snapshot_dropped for every rank of the placement, as on_snapshot_all.
   void on_snapshot_dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node = {});
+  /// The copies of the ranks of the placement change as `c` says (snapshot_registry::
+  /// on_changed_all): on_snapshot_dropped_all and on_snapshot_all for each change in turn, in one
+  /// pass. Returns true when it commits a newer step.
+  bool on_copies_changed_all(const copy_changes& c);
 
   /// Forgets the copies of world generations a restore is unlikely to need (snapshot_registry::prune).
   std::size_t prune_snapshots() { return copies_.prune(); }

@@ -473,19 +473,20 @@ class simulator {
     }
     reported_version_ = custody_.version();
     told_changed_ = false;
-    // Per copy: the nodes whose ranks' copy changed, and the holder of each node's copy.
-    using holders = std::vector<std::pair<std::uint32_t, node_id>>;
-    std::map<std::pair<policy::copy_tag, bool>, holders> held, dropped;
     const auto in = [](const std::vector<policy::copy_tag>& v, const policy::copy_tag& x) {
       return std::find(v.begin(), v.end(), x) != v.end();
     };
     // The nodes of a cohort were told alike, as a rule: the change from what a node was told is
-    // worked out once for each distinct thing told.
+    // worked out once for each distinct thing told, and the nodes told alike share its set.
     struct change {
       std::vector<policy::copy_tag> slot, window;  // what was told
-      std::vector<std::pair<policy::copy_tag, bool>> gone, come;
+      std::uint32_t set = 0;
     };
     std::vector<change> changes;
+    change_sets_.clear();
+    set_of_node_.assign(nodes_.size(), ~std::uint32_t{0});
+    replica_holder_of_node_.assign(nodes_.size(), node_id{~std::uint32_t{0}});
+    std::vector<std::pair<policy::copy_tag, bool>> gone, come;
     for (const auto& c : custody_.cohorts()) {
       changes.clear();
       for (auto n : c.nodes) {
@@ -495,46 +496,44 @@ class simulator {
         auto it = std::find_if(changes.begin(), changes.end(),
                                [&](const change& x) { return x.slot == t.slot && x.window == t.window; });
         if (it == changes.end()) {
-          change x{t.slot, t.window, {}, {}};
+          gone.clear();
+          come.clear();
           for (const bool replica : {false, true}) {
             const auto& now = replica ? c.window : c.slot;
             const auto& before = replica ? t.window : t.slot;
             for (const auto& tag : before)
               if (!in(now, tag))
-                x.gone.emplace_back(tag, replica);
+                gone.emplace_back(tag, replica);
             for (const auto& tag : now)
               if (!in(before, tag))
-                x.come.emplace_back(tag, replica);
+                come.emplace_back(tag, replica);
           }
-          changes.push_back(std::move(x));
+          // Dropped before held, each in the order of the copies: the order of a live job's
+          // reports does not matter to the outcome, and one order for every node keeps it so.
+          std::sort(gone.begin(), gone.end());
+          std::sort(come.begin(), come.end());
+          std::uint32_t set = ~std::uint32_t{0};
+          if (!gone.empty() || !come.empty()) {
+            set = static_cast<std::uint32_t>(change_sets_.size());
+            auto& list = change_sets_.emplace_back();
+            for (const auto* part : {&gone, &come})
+              for (const auto& [tag, replica] : *part)
+                list.push_back(policy::copy_change{tag.epoch, tag.step,
+                                                   replica ? copy_kind::buddy_replica : copy_kind::local_slot,
+                                                   part == &come});
+          }
+          changes.push_back(change{t.slot, t.window, set});
           it = std::prev(changes.end());
         }
-        for (const auto& [tag, replica] : it->gone)
-          dropped[{tag, replica}].emplace_back(n, replica ? t.window_holder : node_id{n});
-        for (const auto& [tag, replica] : it->come)
-          held[{tag, replica}].emplace_back(n, replica ? t.window_holder : node_id{n});
+        set_of_node_[n] = it->set;
+        replica_holder_of_node_[n] = t.window_holder;
         t.slot = c.slot;
         t.window = c.window;
       }
     }
-    // Holders, by node: the node itself (its slots) or its buddy (the replicas of its ranks).
-    std::vector<node_id> mask(nodes_.size(), node_id{~std::uint32_t{0}});
-    const auto bulk = [&](const auto& by_copy, bool drop) {
-      for (const auto& [key, list] : by_copy) {
-        const auto& [x, replica] = key;
-        const auto where = replica ? copy_kind::buddy_replica : copy_kind::local_slot;
-        for (const auto& [n, holder] : list)
-          mask[n] = holder;
-        if (drop)
-          policy_.on_snapshot_dropped_all(x.epoch, x.step, where, mask);
-        else
-          (void)policy_.on_snapshot_all(x.epoch, x.step, where, mask);
-        for (const auto& [n, holder] : list)
-          mask[n] = node_id{~std::uint32_t{0}};
-      }
-    };
-    bulk(dropped, true);
-    bulk(held, false);
+    // Each node's ranks' copies: on the node itself (its slots) or its buddy (the replicas).
+    if (!change_sets_.empty())
+      (void)policy_.on_copies_changed_all({change_sets_, set_of_node_, replica_holder_of_node_});
     drop_stale();
   }
 
@@ -1212,6 +1211,10 @@ class simulator {
   std::vector<node_state> nodes_;
   std::vector<std::uint8_t> in_placement_;
   std::vector<node_id> buddy_holders_;
+  // report_copies' sets of changes and each node's (kept between calls for their capacity).
+  std::vector<std::vector<policy::copy_change>> change_sets_;
+  std::vector<std::uint32_t> set_of_node_;
+  std::vector<node_id> replica_holder_of_node_;
   std::vector<node_id> previous_buddies_;
   std::vector<rank_id> previous_ranks_;
   /// By node: its memory (slots, replicas) was lost since it last ran ranks.

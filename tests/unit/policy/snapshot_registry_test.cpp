@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <tuple>
 
 #include "policy/snapshot_registry.hpp"
 
@@ -60,6 +62,30 @@ struct pair_of_registries {
     }
     bulk.on_dropped_all(e, s, where, placement, holder_of_node);
   }
+  // Each change of `universe` (dropped before held) in turn, rank by rank, to `single`; the sets
+  // that hold some of them, node by node, in one pass to `bulk`.
+  void changed_all(std::span<const copy_change> universe, const std::vector<std::vector<copy_change>>& sets,
+                   const std::vector<std::uint32_t>& set_of_node, const std::vector<node_id>& replica_holder) {
+    bool committed = false;
+    for (const auto& u : universe)
+      for (const auto& slot : placement) {
+        const auto n = slot.node.value();
+        if (!single.current_world(u.epoch) || n >= set_of_node.size() || set_of_node[n] >= sets.size())
+          continue;
+        const auto& set = sets[set_of_node[n]];
+        if (std::find(set.begin(), set.end(), u) == set.end())
+          continue;
+        const auto h = u.where == copy_kind::local_slot ? slot.node : replica_holder[n];
+        if (h.value() >= nodes)
+          continue;
+        const snapshot_report r{u.epoch, slot.rank, u.step, h, u.where};
+        if (u.held)
+          committed = single.on_held(r) || committed;
+        else
+          single.on_dropped(r);
+      }
+    EXPECT_EQ(bulk.on_changed_all({sets, set_of_node, replica_holder}, placement), committed);
+  }
   void held_one(const snapshot_report& r) { EXPECT_EQ(bulk.on_held(r), single.on_held(r)); }
   void dropped_one(const snapshot_report& r) {
     single.on_dropped(r);
@@ -104,7 +130,7 @@ TEST(snapshot_registry, records_shared_by_alike_ranks_answer_as_rank_by_rank_rep
       std::vector<node_id> buddy(nodes);
       for (std::uint32_t n = 0; n < nodes; ++n)
         buddy[n] = pick(6) == 0 ? node_id{~std::uint32_t{0}} : node_id{(n + 1 + pick(2)) % nodes};
-      switch (pick(10)) {
+      switch (pick(13)) {
         case 0:
         case 1:
         case 2:
@@ -144,6 +170,33 @@ TEST(snapshot_registry, records_shared_by_alike_ranks_answer_as_rank_by_rank_rep
         case 8:
           EXPECT_EQ(regs.bulk.prune(), regs.single.prune());
           break;
+        case 9:
+        case 10:
+        case 11: {
+          // A report of many changes in one pass, as the simulator makes: a few sets of them, each
+          // node's ranks taking one set (or none).
+          step += 5;
+          std::vector<copy_change> universe;
+          for (const bool held : {false, true})
+            for (std::uint64_t back = 0; back <= 20; back += 5)
+              for (const auto where : {copy_kind::local_slot, copy_kind::buddy_replica})
+                if (back <= step && (held ? back <= 5 : back >= 5) && pick(3) != 0)
+                  universe.push_back(copy_change{e, step_t{step - back}, where, held});
+          // Dropped before held, each part in one order.
+          std::stable_sort(universe.begin(), universe.end(), [](const copy_change& a, const copy_change& b) {
+            return std::tuple{a.held, a.epoch, a.step, a.where} < std::tuple{b.held, b.epoch, b.step, b.where};
+          });
+          std::vector<std::vector<copy_change>> sets(1 + pick(3));
+          for (auto& set : sets)
+            for (const auto& u : universe)
+              if (pick(4) != 0)
+                set.push_back(u);
+          std::vector<std::uint32_t> set_of_node(nodes);
+          for (auto& x : set_of_node)
+            x = pick(static_cast<std::uint32_t>(sets.size()) + 1);  // sets.size(): none
+          regs.changed_all(universe, sets, set_of_node, buddy);
+          break;
+        }
         default:
           regs.single.on_checkpoint_committed(step_t{step}, static_cast<std::uint32_t>(regs.placement.size()));
           regs.bulk.on_checkpoint_committed(step_t{step}, static_cast<std::uint32_t>(regs.placement.size()));
