@@ -168,15 +168,17 @@ void supervisor_actor::execute(std::vector<policy_action> actions) {
       buddies_ = buddies;
     } else if (auto* ab = std::get_if<abort_ranks>(&action)) {
       to_all_agents(abort_epoch{ab->epoch});
-    } else if (auto* sp = std::get_if<spawn_rank>(&action)) {
-      auto& as = assigns[sp->slot.node];
-      as.epoch = sp->epoch;
-      as.world = sp->world;
-      as.ranks.push_back({sp->slot.rank, sp->slot.local_index, sp->delay.count(), sp->new_process});
-      auto& rs = ranks_[sp->slot.rank];
-      rs.node = sp->slot.node.value();
-      rs.local_index = sp->slot.local_index;
-      rs.restarts = policy_.restarts_of(sp->slot.rank);
+    } else if (auto* sp = std::get_if<spawn_ranks>(&action)) {
+      for (const auto& one : sp->ranks) {
+        auto& as = assigns[one.slot.node];
+        as.epoch = sp->epoch;
+        as.world = sp->world;
+        as.ranks.push_back({one.slot.rank, one.slot.local_index, one.delay.count(), sp->new_process});
+        auto& rs = ranks_[one.slot.rank];
+        rs.node = one.slot.node.value();
+        rs.local_index = one.slot.local_index;
+        rs.restarts = policy_.restarts_of(one.slot.rank);
+      }
     } else if (auto* kr = std::get_if<kill_rank>(&action)) {
       killed_as_.emplace(kr->rank.value(), "hung: the supervisor killed it");
       to_agent(kr->node, kill_request{policy_.epoch(), kr->rank, kr->signal, "hung"});

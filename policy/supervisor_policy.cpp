@@ -177,28 +177,15 @@ std::chrono::nanoseconds supervisor_policy::backoff_for(std::uint32_t restarts) 
   return std::min(d, config_.backoff_max);
 }
 
-supervisor_policy::rank_state& supervisor_policy::rank_table::operator[](rank_id r) {
+supervisor_policy::rank_state& supervisor_policy::rank_table::add(rank_id r) {
   RK_CHECK_LT(r.value(), max_rank_id, "rank id out of range");
   if (r.value() >= present_.size()) {
     states_.resize(r.value() + 1);
     present_.resize(r.value() + 1, 0);
   }
-  if (!present_[r.value()]) {
-    present_[r.value()] = 1;
-    states_[r.value()] = rank_state{};
-  }
+  present_[r.value()] = 1;
+  states_[r.value()] = rank_state{};
   return states_[r.value()];
-}
-
-void supervisor_policy::rank_table::keep_only(std::span<const rank_slot> placement) {
-  std::vector<std::uint8_t> keep(present_.size(), 0);
-  for (const auto& s : placement)
-    if (s.rank.value() < keep.size())
-      keep[s.rank.value()] = 1;
-  for (std::size_t i = 0; i < present_.size(); ++i)
-    present_[i] = present_[i] && keep[i];
-  for (const auto& s : placement)
-    (void)(*this)[s.rank];
 }
 
 void supervisor_policy::fail(std::vector<policy_action>& out, const std::string& why) {
@@ -227,21 +214,22 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
     r.last_progress = now;
   };
   // The records of ranks that stay are kept (their restart counts), the others dropped.
-  ranks_.keep_only(placement_);
-  for (const auto& slot : placement_)
-    fresh(ranks_[slot.rank]);
+  ranks_.keep_only(placement_, fresh);
   ready_ = 0;
   ready_counted_ = epoch_;
   completed_.clear();
-  out.reserve(out.size() + placement_.size() + 4);  // a spawn per rank: grown once, not moved again and again
   out.push_back(note_event{"epoch", "epoch " + std::to_string(epoch_.value()) + ": " + why, {}, {}});
   out.push_back(persist_epoch{epoch_});
   out.push_back(abort_ranks{epoch_});
   out.push_back(assign_buddies{epoch_, buddies()});
+  spawn_ranks spawns{epoch_, world(), config_.restart_all, {}};
+  spawns.ranks.reserve(placement_.size());
   for (const auto& s : placement_) {
-    const auto delay = respawn.contains(s.rank) ? backoff_for(ranks_[s.rank].quick_failures) : std::chrono::nanoseconds::zero();
-    out.push_back(spawn_rank{epoch_, s, world(), delay, config_.restart_all});
+    const auto delay = !respawn.empty() && respawn.contains(s.rank) ? backoff_for(ranks_[s.rank].quick_failures)
+                                                                    : std::chrono::nanoseconds::zero();
+    spawns.ranks.push_back({s, delay});
   }
+  out.push_back(std::move(spawns));
   state_ = job_state::rendezvous;
   rendezvous_since_ = now;
   collective_error_since_.reset();

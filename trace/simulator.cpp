@@ -577,8 +577,7 @@ class simulator {
 
   void apply(std::vector<policy_action> actions) {
     // The spawns of the last epoch the actions start, where they lie (tens of thousands at a time).
-    std::vector<const policy::spawn_rank*> spawns;
-    spawns.reserve(actions.size());
+    const policy::spawn_ranks* spawns = nullptr;
     auto action_epoch = policy_.epoch();
     for (auto& a : actions) {
       std::visit(
@@ -589,19 +588,19 @@ class simulator {
             } else if constexpr (std::is_same_v<T, policy::persist_epoch>) {
               // One call can start several epochs (two nodes found lost by one tick): only the
               // last one's processes are spawned.
-              spawns.clear();
+              spawns = nullptr;
               on_new_epoch();
               action_epoch = x.epoch;
             } else if constexpr (std::is_same_v<T, policy::assign_buddies>) {
               set_buddies(x.buddy_of);
-            } else if constexpr (std::is_same_v<T, policy::spawn_rank>) {
-              spawns.push_back(&x);
+            } else if constexpr (std::is_same_v<T, policy::spawn_ranks>) {
+              spawns = &x;
             } else if constexpr (std::is_same_v<T, policy::kill_rank>) {
               kill(x.rank, x.node, action_epoch);
             } else if constexpr (std::is_same_v<T, policy::start_epoch>) {
-              if (!spawns.empty()) {
-                schedule_ready(spawns);
-                spawns.clear();
+              if (spawns != nullptr) {
+                schedule_ready(*spawns);
+                spawns = nullptr;
               }
               on_start(x);
             } else if constexpr (std::is_same_v<T, policy::finish_job>) {
@@ -610,8 +609,8 @@ class simulator {
           },
           a);
     }
-    if (!spawns.empty())
-      schedule_ready(spawns);
+    if (spawns != nullptr)
+      schedule_ready(*spawns);
     if (applying_)
       return;
     applying_ = true;
@@ -640,15 +639,16 @@ class simulator {
     (void)coordinator_.on_epoch(policy_.epoch());
   }
 
-  void schedule_ready(const std::vector<const policy::spawn_rank*>& spawns) {
-    const auto epoch = spawns.front()->epoch;
+  void schedule_ready(const policy::spawn_ranks& spawns) {
+    if (spawns.ranks.empty())
+      return;
+    const auto epoch = spawns.epoch;
     std::fill(in_placement_.begin(), in_placement_.end(), 0);
     std::vector<rank_id> ready;
-    ready.reserve(spawns.size());
+    ready.reserve(spawns.ranks.size());
     std::int64_t last = now_;
     bool all = true;
-    for (const auto* spawn : spawns) {
-      const auto& s = *spawn;
+    for (const auto& s : spawns.ranks) {
       const auto n = s.slot.node.value();
       if (n >= nodes_.size())
         continue;
@@ -660,15 +660,15 @@ class simulator {
       }
       if (s.slot.local_index >= node.alive.size())
         node.alive.resize(s.slot.local_index + 1, 0);
-      // The restart-all policy starts every process anew (spawn_rank::new_process).
-      const bool survivor = node.alive[s.slot.local_index] != 0 && !s.new_process;
+      // The restart-all policy starts every process anew (spawn_ranks::new_process).
+      const bool survivor = node.alive[s.slot.local_index] != 0 && !spawns.new_process;
       const auto start = !started_ || survivor ? 0 : m_.process_start.count();
       const auto at = add(add(now_, s.delay.count()), start);
       node.alive[s.slot.local_index] = 1;
       ready.push_back(s.slot.rank);
       last = std::max(last, at);
     }
-    world_ = static_cast<std::uint32_t>(spawns.size());
+    world_ = static_cast<std::uint32_t>(spawns.ranks.size());
     recompute_slow_factor();
     ready_ranks_ = std::move(ready);
     ready_epoch_ = epoch.value();
@@ -766,14 +766,18 @@ class simulator {
       const auto b = buddy_holders_[n].value();
       same_buddy[n] = b < nodes_.size() && buddy_holders_[n] == previous_buddies_[n] && memory_lost_[b] == 0;
     }
-    std::vector<rank_id> ranks;
-    ranks.reserve(s.placement.size());
-    for (const auto& slot : s.placement)
-      ranks.push_back(slot.rank);
-    const bool new_world = ranks != previous_ranks_;
-    retire_windows(s);
-    custody_.begin_epoch(s.epoch, s.restore_step, new_world, in_placement_, kept, same_buddy);
-    previous_ranks_ = std::move(ranks);
+    // The same ranks in the same order (a new world otherwise), and on the same slots (an in-place
+    // restart, the rule): then no node's ranks changed.
+    bool same_ranks = s.placement.size() == previous_placement_.size();
+    bool same_placement = same_ranks;
+    for (std::size_t i = 0; same_ranks && i < s.placement.size(); ++i) {
+      same_ranks = s.placement[i].rank == previous_placement_[i].rank;
+      same_placement = same_placement && s.placement[i] == previous_placement_[i];
+    }
+    retire_windows(s, same_placement);
+    custody_.begin_epoch(s.epoch, s.restore_step, !same_ranks, in_placement_, kept, same_buddy);
+    if (!same_placement)
+      previous_placement_ = s.placement;
     previous_buddies_ = buddy_holders_;
     for (std::uint32_t n = 0; n < nodes_.size(); ++n)
       if (in_placement_[n] != 0)
@@ -783,27 +787,34 @@ class simulator {
 
   // The replicas told held for a node whose buddy or ranks change with epoch `s` stay where they
   // are, on ranks their holder no longer guards (stale_); the node's window starts anew.
-  void retire_windows(const policy::start_epoch& s) {
+  // `same_placement`: every rank on the slot it had in the epoch before, so each node's ranks are
+  // the ones it was told of (not worked out again).
+  void retire_windows(const policy::start_epoch& s, bool same_placement) {
     told_.resize(nodes_.size());
     told_changed_ = true;
     // Each node's ranks, in rank order: offsets into one list.
-    std::vector<std::uint32_t> first(nodes_.size() + 1, 0);
-    for (const auto& slot : s.placement)
-      if (slot.node.value() < nodes_.size())
-        ++first[slot.node.value() + 1];
-    for (std::size_t n = 0; n < nodes_.size(); ++n)
-      first[n + 1] += first[n];
-    std::vector<rank_id> ranks(first.back());
-    auto fill = first;
-    for (const auto& slot : s.placement)
-      if (slot.node.value() < nodes_.size())
-        ranks[fill[slot.node.value()]++] = slot.rank;
+    std::vector<std::uint32_t> first;
+    std::vector<rank_id> ranks;
+    if (!same_placement) {
+      first.assign(nodes_.size() + 1, 0);
+      for (const auto& slot : s.placement)
+        if (slot.node.value() < nodes_.size())
+          ++first[slot.node.value() + 1];
+      for (std::size_t n = 0; n < nodes_.size(); ++n)
+        first[n + 1] += first[n];
+      ranks.resize(first.back());
+      auto fill = first;
+      for (const auto& slot : s.placement)
+        if (slot.node.value() < nodes_.size())
+          ranks[fill[slot.node.value()]++] = slot.rank;
+    }
     for (std::uint32_t n = 0; n < nodes_.size(); ++n) {
       auto& t = told_[n];
-      const std::span<const rank_id> mine{ranks.data() + first[n], first[n + 1] - first[n]};
       const bool placed = in_placement_[n] != 0;
       const node_id holder = placed ? buddy_holders_[n] : node_id{~std::uint32_t{0}};
-      const bool same_ranks = std::equal(mine.begin(), mine.end(), t.ranks.begin(), t.ranks.end());
+      const std::span<const rank_id> mine =
+          same_placement ? std::span<const rank_id>{t.ranks} : std::span<const rank_id>{ranks.data() + first[n], first[n + 1] - first[n]};
+      const bool same_ranks = same_placement || std::equal(mine.begin(), mine.end(), t.ranks.begin(), t.ranks.end());
       if (!t.window.empty() && (!placed || holder != t.window_holder || !same_ranks)) {
         if (t.window_holder.value() < nodes_.size())
           stale_.push_back({t.window_holder, t.ranks, std::move(t.window)});
@@ -1216,7 +1227,7 @@ class simulator {
   std::vector<std::uint32_t> set_of_node_;
   std::vector<node_id> replica_holder_of_node_;
   std::vector<node_id> previous_buddies_;
-  std::vector<rank_id> previous_ranks_;
+  std::vector<policy::rank_slot> previous_placement_;
   /// By node: its memory (slots, replicas) was lost since it last ran ranks.
   std::vector<std::uint8_t> memory_lost_;
   std::uint32_t world0_ = 0;

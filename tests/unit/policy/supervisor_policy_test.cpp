@@ -79,7 +79,7 @@ TEST(supervisor_policy, starts_once_every_worker_node_is_up) {
   for (std::size_t i = 0; i < a.size(); ++i) {
     if (std::holds_alternative<persist_epoch>(a[i]) && persist_at == 0)
       persist_at = i + 1;
-    if (std::holds_alternative<spawn_rank>(a[i]) && spawn_at == 0)
+    if (std::holds_alternative<spawn_ranks>(a[i]) && spawn_at == 0)
       spawn_at = i + 1;
   }
   EXPECT_LT(persist_at, spawn_at);
