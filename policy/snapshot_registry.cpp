@@ -484,12 +484,28 @@ bool snapshot_registry::on_changed_all(const copy_changes& c, std::span<const ra
   std::unordered_map<one_key, record_id, one_hash> one_by_one;
   std::uint64_t last_key = ~std::uint64_t{0}, last_took = ~std::uint64_t{0};
   record_id last_new = no_copies;
+  // Rank r takes record `to`. The counts move by runs of ranks that go from one record to the
+  // same other (the ranks of a node, of a cohort), each run counted once; an old record freed is
+  // released after the pass at the earliest, so that ids seen in it stay unique.
+  record_id run_from = no_copies, run_to = no_copies;
+  std::uint32_t run = 0;
+  const auto count_run = [&] {
+    if (run == 0)
+      return;
+    pool_.ref(run_to, run);
+    pool_.unref(run_from, run, true);
+    run = 0;
+  };
   const auto take = [&](std::uint32_t r, record_id to) {
     const auto from = w.ranks[r];
     if (to == from)
       return;
-    pool_.ref(to);
-    pool_.unref(from, 1, true);  // freed after the pass at the earliest: ids seen in it stay unique
+    if (from != run_from || to != run_to) {
+      count_run();
+      run_from = from;
+      run_to = to;
+    }
+    ++run;
     w.ranks[r] = to;
   };
   for (const auto& slot : placement) {
@@ -541,6 +557,7 @@ bool snapshot_registry::on_changed_all(const copy_changes& c, std::span<const ra
       continue;
     }
     last_key = ~std::uint64_t{0};
+    count_run();  // the copies one by one read and change the counts (a rehome)
     for (std::uint32_t i = 0; i < info.changes.size(); ++i) {
       const auto& ch = info.changes[i];
       const auto node = ch.where == copy_kind::local_slot ? slot_node : replica_node;
@@ -564,8 +581,10 @@ bool snapshot_registry::on_changed_all(const copy_changes& c, std::span<const ra
         done = one_by_one.emplace(key, to).first;
       }
       take(r, done->second);
+      count_run();
     }
   }
+  count_run();
   pool_.release_deferred();
   // The per-rank reports could commit only at a step some rank took: each checked once, oldest
   // first, after every change (one added holder never removes another).

@@ -224,10 +224,15 @@ void supervisor_policy::new_epoch(std::vector<policy_action>& out, std::vector<r
   out.push_back(assign_buddies{epoch_, buddies()});
   spawn_ranks spawns{epoch_, world(), config_.restart_all, {}};
   spawns.ranks.reserve(placement_.size());
-  for (const auto& s : placement_) {
-    const auto delay = !respawn.empty() && respawn.contains(s.rank) ? backoff_for(ranks_[s.rank].quick_failures)
-                                                                    : std::chrono::nanoseconds::zero();
-    spawns.ranks.push_back({s, delay});
+  for (const auto& s : placement_)
+    spawns.ranks.push_back({s, std::chrono::nanoseconds::zero()});
+  // The respawned ranks wait out their back-off (a few among many: looked up, not tested each).
+  for (const auto r : respawn) {
+    const auto at = r.value() < placement_.size() && placement_[r.value()].rank == r
+                        ? placement_.begin() + r.value()
+                        : std::find_if(placement_.begin(), placement_.end(), [&](const rank_slot& s) { return s.rank == r; });
+    if (at != placement_.end())
+      spawns.ranks[static_cast<std::size_t>(at - placement_.begin())].delay = backoff_for(ranks_[r].quick_failures);
   }
   out.push_back(std::move(spawns));
   state_ = job_state::rendezvous;
