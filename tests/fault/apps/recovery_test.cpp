@@ -226,11 +226,12 @@ TEST(recovery, a_lost_node_moves_its_ranks_to_the_spare_and_restores_from_buddy_
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
 }
 
-// Each node's buddy is the next up node, the spare included: n0 -> n1 -> n2 -> s0 -> n0. When n1
-// is lost its ranks (2, 3) move to the spare and restore from n2's replicas, and the ring closes
-// over the gap (n0 -> n2 -> s0 -> n0): ranks 2 and 3 are now guarded by n0, and n2's replicas of
-// them are whole ranks' states held for nothing. n2 drops them once a newer step is committed;
-// s0 still guards n2's ranks and keeps theirs.
+// Each node's buddy is the next usable node, the spare included once it has passed its check:
+// n0 -> n1 -> n2 -> (s0 ->) n0. When n1 is lost its ranks (2, 3) move to the spare and restore from
+// n2's replicas, and the ring closes over the gap (n0 -> n2 -> s0 -> n0): ranks 2 and 3 are now
+// guarded by n0, and n2's replicas of them are whole ranks' states held for nothing. n2 drops them
+// once a newer step is committed. n2's own ranks (4, 5) were guarded by s0 or, when the spare's
+// check ended after the job started, by n0; so n0 or s0 may drop theirs too, and nobody else's.
 TEST(recovery, an_old_buddy_drops_the_replicas_of_ranks_it_no_longer_guards_once_a_newer_step_is_committed) {
   const testing::cluster_options o{.nodes = 3, .spare = true, .steps = steps, .global_batch = 12};
   const double expected = reference_loss(o);
@@ -253,8 +254,11 @@ TEST(recovery, an_old_buddy_drops_the_replicas_of_ranks_it_no_longer_guards_once
   const int by_n2 = first_dropped("n2");
   EXPECT_TRUE(by_n2 == 2 || by_n2 == 3) << "n2 guarded ranks 2 and 3 before n1 was lost; it dropped rank " << by_n2
                                         << ":\n" << c.log("n2");
-  EXPECT_EQ(first_dropped("s0"), -1) << "s0 still guards n2's ranks:\n" << c.log("s0");
-  EXPECT_EQ(first_dropped("n0"), -1) << "n0 guarded the spare, which ran no rank:\n" << c.log("n0");
+  for (const auto* node : {"n0", "s0"}) {
+    const int by = first_dropped(node);
+    EXPECT_TRUE(by == -1 || by == 4 || by == 5) << node << " may have guarded only n2's ranks; it dropped rank " << by
+                                                << ":\n" << c.log(node);
+  }
   EXPECT_EQ(bits(testing::final_loss(report)), bits(expected));
 }
 
