@@ -57,6 +57,7 @@ snapshot_registry::record_id snapshot_registry::record_pool::copy_of(record_id f
     id = static_cast<record_id>(records_.size());
     records_.emplace_back();
     refs_.push_back(0);
+    deferred_mark_.push_back(0);
   }
   records_[id] = records_[from];  // a freed record keeps its capacity
   return id;
@@ -67,21 +68,22 @@ void snapshot_registry::record_pool::unref(record_id id, std::uint32_t n, bool d
     return;
   refs_[id] -= n;
   if (refs_[id] == 0) {
-    if (deferred)
-      deferred_.push_back(id);
-    else
+    if (!deferred) {
       release(id);
+    } else if (deferred_mark_[id] == 0) {
+      // Once, though a pass may leave it twice (a rank left it, another took it and left it too).
+      deferred_mark_[id] = 1;
+      deferred_.push_back(id);
+    }
   }
 }
 
 void snapshot_registry::record_pool::release_deferred() {
-  // An id can be deferred twice in a pass (a rank left it, another took it and left it too):
-  // freed once.
-  std::sort(deferred_.begin(), deferred_.end());
-  deferred_.erase(std::unique(deferred_.begin(), deferred_.end()), deferred_.end());
-  for (const auto id : deferred_)
+  for (const auto id : deferred_) {
+    deferred_mark_[id] = 0;
     if (refs_[id] == 0)
       release(id);
+  }
   deferred_.clear();
 }
 
@@ -599,6 +601,50 @@ bool snapshot_registry::on_changed_all(const copy_changes& c, std::span<const ra
   for (const auto s : held)
     committed = maybe_commit(gen, s) || committed;
   return committed;
+}
+
+void snapshot_registry::on_dropped_ranks(std::span<const rank_id> ranks, std::span<const copy_change> copies,
+                                         node_id holder_node) {
+  // The copies by world generation (their epochs'), each generation's ranks in one pass.
+  std::map<std::uint32_t, std::vector<copy_change>> by_gen;
+  for (const auto& c : copies)
+    if (const auto gen = gen_of_epoch_.find(c.epoch); gen != gen_of_epoch_.end())
+      by_gen[gen->second].push_back(c);
+  for (const auto& [gen, mine] : by_gen) {
+    const auto wit = copies_.find(gen);
+    if (wit == copies_.end())
+      continue;
+    auto& w = wit->second;
+    std::unordered_map<std::uint64_t, record_id> outcome;  // (record, holder as named) -> record
+    for (const auto rank : ranks) {
+      const auto r = rank.value();
+      if (r >= w.ranks.size())
+        continue;
+      const auto id = w.ranks[r];
+      const auto h = encode(w, r, holder{holder_node, copy_kind::local_slot}, false).node;
+      const auto key = (std::uint64_t{id} << 32) | h.value();
+      auto done = outcome.find(key);
+      if (done == outcome.end()) {
+        const bool any = std::any_of(mine.begin(), mine.end(), [&](const copy_change& c) {
+          const auto* at = find(pool_[id], c.step);
+          return at != nullptr && at->holders.contains(holder{h, c.where});
+        });
+        const auto to = any ? changed_copy(id,
+                                           [&](rank_copies& steps) {
+                                             for (const auto& c : mine)
+                                               forget_copy(steps, c.step, holder{h, c.where});
+                                           })
+                            : id;
+        done = outcome.emplace(key, to).first;
+      }
+      if (done->second != id) {
+        pool_.ref(done->second);
+        pool_.unref(id, 1, true);  // freed after the pass at the earliest: ids in `outcome` stay unique
+        w.ranks[r] = done->second;
+      }
+    }
+    pool_.release_deferred();
+  }
 }
 
 void snapshot_registry::forget_restore_copy(rank_id old_rank, step_t step, node_id holder_node, copy_kind where) {

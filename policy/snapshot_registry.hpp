@@ -129,6 +129,10 @@ class snapshot_registry {
   /// dropped before held, each part in one order common to all sets. Returns true when it commits
   /// a newer step.
   bool on_changed_all(const copy_changes& c, std::span<const rank_slot> placement);
+  /// Node `holder` no longer holds `copies` (each a step of its epoch, as its `where`; `held` is
+  /// not read) of any rank of `ranks`: exactly on_dropped for each rank and copy, in one pass per
+  /// world generation, each record and role of the holder worked out once.
+  void on_dropped_ranks(std::span<const rank_id> ranks, std::span<const copy_change> copies, node_id holder);
   /// A node no longer holds a copy it reported.
   void on_dropped(const snapshot_report& r);
   /// As on_dropped for every rank of `placement`, as on_held_all.
@@ -243,7 +247,7 @@ class snapshot_registry {
   static constexpr record_id no_copies = 0;
   class record_pool {
    public:
-    record_pool() : records_(1), refs_(1, 0) {}
+    record_pool() : records_(1), refs_(1, 0), deferred_mark_(1, 0) {}
     [[nodiscard]] const rank_copies& operator[](record_id id) const noexcept { return records_[id]; }
     [[nodiscard]] rank_copies& operator[](record_id id) noexcept { return records_[id]; }
     /// A new record holding a copy of `from`'s steps, with no rank counted yet.
@@ -278,7 +282,9 @@ class snapshot_registry {
     std::vector<rank_copies> records_;
     std::vector<std::uint32_t> refs_;
     std::vector<record_id> free_;
+    /// Ids whose last rank left them in a pass, each once (marked), freed after it.
     std::vector<record_id> deferred_;
+    std::vector<std::uint8_t> deferred_mark_;
   };
   /// A holder in a record is a node id, or one of a rank's two home nodes: ranks of different
   /// nodes whose copies lie alike (each on its own node's slot and its node's buddy) share a

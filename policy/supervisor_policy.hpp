@@ -280,6 +280,11 @@ class supervisor_policy {
   bool on_snapshot(const snapshot_report& r);
   /// A node no longer holds a copy it reported: restores stop counting on it.
   void on_snapshot_dropped(const snapshot_report& r);
+  /// on_snapshot_dropped for each rank of `ranks` and each of `copies`, all held by `holder`
+  /// (snapshot_registry::on_dropped_ranks).
+  void on_snapshots_dropped(std::span<const rank_id> ranks, std::span<const copy_change> copies, node_id holder) {
+    copies_.on_dropped_ranks(ranks, copies, holder);
+  }
   /// The record of copies and checkpoints (committed step, checkpoints on disk, restore choice).
   [[nodiscard]] const snapshot_registry& copies() const noexcept { return copies_; }
   /// A checkpoint of `step` for a world of `world` ranks is committed on disk: a restore may use

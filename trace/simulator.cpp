@@ -540,12 +540,14 @@ class simulator {
   // Replicas of ranks a node no longer guards go once the pin passes them, rank by rank (their
   // ranks may run elsewhere now).
   void drop_stale() {
+    std::vector<policy::copy_change> copies;
     std::erase_if(stale_, [&](const stale_replicas& x) {
       if (!policy::outdated_by(x.copies, custody_.pin()))
         return false;
-      for (const auto r : x.ranks)
-        for (const auto& c : x.copies)
-          policy_.on_snapshot_dropped(policy::snapshot_report{c.epoch, r, c.step, x.holder, copy_kind::buddy_replica});
+      copies.clear();
+      for (const auto& c : x.copies)
+        copies.push_back(policy::copy_change{c.epoch, c.step, copy_kind::buddy_replica, false});
+      policy_.on_snapshots_dropped(x.ranks, copies, x.holder);
       return true;
     });
   }

@@ -86,6 +86,14 @@ struct pair_of_registries {
       }
     EXPECT_EQ(bulk.on_changed_all({sets, set_of_node, replica_holder}, placement), committed);
   }
+  // Node `holder` drops `copies` of `ranks`: one report per rank and copy to `single`, one call to
+  // `bulk`.
+  void dropped_ranks(std::span<const rank_id> ranks, std::span<const copy_change> copies, node_id holder) {
+    for (const auto r : ranks)
+      for (const auto& c : copies)
+        single.on_dropped(snapshot_report{c.epoch, r, c.step, holder, c.where});
+    bulk.on_dropped_ranks(ranks, copies, holder);
+  }
   void held_one(const snapshot_report& r) { EXPECT_EQ(bulk.on_held(r), single.on_held(r)); }
   void dropped_one(const snapshot_report& r) {
     single.on_dropped(r);
@@ -130,7 +138,7 @@ TEST(snapshot_registry, records_shared_by_alike_ranks_answer_as_rank_by_rank_rep
       std::vector<node_id> buddy(nodes);
       for (std::uint32_t n = 0; n < nodes; ++n)
         buddy[n] = pick(6) == 0 ? node_id{~std::uint32_t{0}} : node_id{(n + 1 + pick(2)) % nodes};
-      switch (pick(13)) {
+      switch (pick(14)) {
         case 0:
         case 1:
         case 2:
@@ -195,6 +203,19 @@ TEST(snapshot_registry, records_shared_by_alike_ranks_answer_as_rank_by_rank_rep
           for (auto& x : set_of_node)
             x = pick(static_cast<std::uint32_t>(sets.size()) + 1);  // sets.size(): none
           regs.changed_all(universe, sets, set_of_node, buddy);
+          break;
+        }
+        case 12: {
+          // An old buddy drops what it held of some ranks (their node has another buddy now).
+          std::vector<rank_id> ranks;
+          for (std::uint32_t r = 0; r < regs.placement.size(); ++r)
+            if (pick(3) == 0)
+              ranks.push_back(rank_id{r});
+          std::vector<copy_change> copies;
+          for (std::uint64_t back = 0; back <= 15 && back <= step; back += 5)
+            if (pick(2) == 0)
+              copies.push_back(copy_change{e, step_t{step - back}, pick(4) == 0 ? copy_kind::local_slot : copy_kind::buddy_replica, false});
+          regs.dropped_ranks(ranks, copies, node_id{pick(nodes)});
           break;
         }
         default:
