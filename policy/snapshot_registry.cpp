@@ -610,8 +610,9 @@ void snapshot_registry::on_dropped_ranks(std::span<const rank_id> ranks, std::sp
   for (const auto& c : copies)
     if (const auto gen = gen_of_epoch_.find(c.epoch); gen != gen_of_epoch_.end())
       by_gen[gen->second].push_back(c);
-  for (const auto& [gen, mine] : by_gen) {
-    const auto wit = copies_.find(gen);
+  for (const auto& entry : by_gen) {
+    const auto& mine = entry.second;  // a plain reference: the lambdas below capture it
+    const auto wit = copies_.find(entry.first);
     if (wit == copies_.end())
       continue;
     auto& w = wit->second;
