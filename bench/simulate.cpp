@@ -174,7 +174,12 @@ timing recovery_round(const options& o) {
   for (const auto& s : p.placement())
     ranks.push_back(s.rank);
   (void)p.on_ranks_ready(ranks, p.epoch());
-  p.on_snapshot_all(p.epoch(), step_t{10}, copy_kind::local_slot);
+  {
+    // Step 10 in every rank's slot.
+    const std::vector<std::vector<policy::copy_change>> sets{{{p.epoch(), step_t{10}, copy_kind::local_slot, true}}};
+    const std::vector<std::uint32_t> set_of_node(o.nodes, 0);
+    (void)p.on_copies_changed_all({sets, set_of_node, {}});
+  }
   std::uint32_t next = 0;
   return time_median(o, [&] {
     (void)p.on_rank_failed(rank_id{next++ % static_cast<std::uint32_t>(ranks.size())}, p.epoch(), "bench");

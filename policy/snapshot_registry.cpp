@@ -191,57 +191,6 @@ snapshot_registry::record_id snapshot_registry::made_in_pass::shared(record_pool
   return id;
 }
 
-template <class Changes, class Apply>
-void snapshot_registry::update_all(world_copies& w, std::span<const rank_slot> placement,
-                                   std::span<const node_id> holder_of_node, copy_kind where, bool grow,
-                                   Changes changes, Apply apply) {
-  // The ranks of a node come one after the other in the placement and share their record: the
-  // change is worked out once for them, and each of them only takes the new record's id.
-  record_id last_old = ~record_id{0};
-  record_id last_new = no_copies;
-  node_id last_holder{~std::uint32_t{0}};
-  std::uint32_t moved = 0;  // ranks of the current run that took last_new instead of last_old
-  made_in_pass made;
-  std::unordered_map<std::uint64_t, record_id> outcome;  // (record, holder) -> the record it became
-  for (const auto& slot : placement) {
-    const node_id holder_node = holder_of_node.empty()                          ? slot.node
-                                : slot.node.value() < holder_of_node.size() ? holder_of_node[slot.node.value()]
-                                                                                : node_id{~std::uint32_t{0}};
-    if (holder_node.value() >= up_.size())
-      continue;
-    const auto r = slot.rank.value();
-    if (r >= w.ranks.size()) {
-      if (!grow)
-        continue;
-      ensure_rank(w, r);
-    }
-    // Named as the rank's record names it: ranks whose copies lie on their own homes share the
-    // change, whichever nodes those are.
-    const holder h = encode(w, r, holder{holder_node, where}, grow);
-    const auto id = w.ranks[r];
-    if (id != last_old || h.node != last_holder) {
-      move_ranks(last_old, last_new, moved);
-      last_old = id;
-      last_holder = h.node;
-      // Ranks of one record and holder need not be neighbours: each pair is worked out once.
-      const auto key = (std::uint64_t{id} << 32) | h.node.value();
-      if (const auto done = outcome.find(key); done != outcome.end()) {
-        last_new = done->second;
-      } else {
-        last_new = changes(pool_[id], h) ? made.shared(pool_, changed_copy(id, [&](rank_copies& steps) { apply(steps, h); }))
-                                         : id;
-        outcome.emplace(key, last_new);
-      }
-    }
-    if (last_new != id) {
-      w.ranks[r] = last_new;
-      ++moved;
-    }
-  }
-  move_ranks(last_old, last_new, moved);
-  pool_.release_deferred();
-}
-
 template <class Apply>
 snapshot_registry::record_id snapshot_registry::changed_copy(record_id from, Apply apply) {
   const auto id = pool_.copy_of(from);
@@ -378,45 +327,9 @@ bool snapshot_registry::on_held(const snapshot_report& r) {
   return maybe_commit(gen->second, r.step);
 }
 
-bool snapshot_registry::on_held_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
-                                    std::span<const node_id> holder_of_node) {
-  const auto gen = gen_of_epoch_.find(e);
-  if (gen == gen_of_epoch_.end())
-    return false;
-  auto& w = copies_[gen->second];
-  bool any = false;
-  update_all(
-      w, placement, holder_of_node, where, true,
-      [&](const rank_copies& steps, holder h) {
-        any = true;
-        const auto* at = find(steps, s);
-        return at == nullptr || !at->holders.contains(h);
-      },
-      [&](rank_copies& steps, holder h) { record(steps, gen->second, s, h); });
-  // The per-rank reports could commit only at the last one that completes the step: one check.
-  return any && maybe_commit(gen->second, s);
-}
-
 void snapshot_registry::on_dropped(const snapshot_report& r) {
   if (auto gen = gen_of_epoch_.find(r.epoch); gen != gen_of_epoch_.end())
     forget_copy(gen->second, r.rank, r.step, {r.holder, r.where});
-}
-
-void snapshot_registry::on_dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
-                                       std::span<const node_id> holder_of_node) {
-  const auto gen = gen_of_epoch_.find(e);
-  if (gen == gen_of_epoch_.end())
-    return;
-  auto w = copies_.find(gen->second);
-  if (w == copies_.end())
-    return;
-  update_all(
-      w->second, placement, holder_of_node, where, false,
-      [&](const rank_copies& steps, holder h) {
-        const auto* at = find(steps, s);
-        return at != nullptr && at->holders.contains(h);
-      },
-      [&](rank_copies& steps, holder h) { forget_copy(steps, s, h); });
 }
 
 bool snapshot_registry::on_changed_all(const copy_changes& c, std::span<const rank_slot> placement) {
@@ -474,7 +387,7 @@ bool snapshot_registry::on_changed_all(const copy_changes& c, std::span<const ra
   };
   // A rank whose holders are both its homes changes as every rank of its record, set and homes'
   // roles does: worked out once for all of them. Others (a holder not a home yet) change copy by
-  // copy, as on_held_all and on_dropped_all would, once per record, holder and change.
+  // copy, as on_held and on_dropped would, once per record, holder and change.
   std::unordered_map<std::uint64_t, record_id> alike;
   struct one_key {
     std::uint64_t a, b;

@@ -117,15 +117,9 @@ class snapshot_registry {
   /// A node holds a copy. Returns true when this commits a newer step of the current world: every
   /// rank holds it on enough live nodes (two when two or more nodes are up, else one).
   bool on_held(const snapshot_report& r);
-  /// Every rank of `placement` holds a copy of step `s` written in epoch `e` as `where`, on its
-  /// own node (`holder_of_node` empty) or on `holder_of_node[its node]` (a node id past the nodes:
-  /// none). Exactly on_held for each rank in placement order, in one pass. Returns true when it
-  /// commits a newer step.
-  bool on_held_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
-                   std::span<const node_id> holder_of_node);
   /// Every change of `c` to the ranks of `placement`, of the current world's epochs (others
-  /// record nothing), in one pass: exactly on_dropped_all and on_held_all for each change in turn,
-  /// each with the holders of the nodes whose set names it, when every set lists its changes
+  /// record nothing), in one pass: exactly on_dropped and on_held for each change in turn and
+  /// each rank of a node whose set names it (in placement order), when every set lists its changes
   /// dropped before held, each part in one order common to all sets. Returns true when it commits
   /// a newer step.
   bool on_changed_all(const copy_changes& c, std::span<const rank_slot> placement);
@@ -135,9 +129,6 @@ class snapshot_registry {
   void on_dropped_ranks(std::span<const rank_id> ranks, std::span<const copy_change> copies, node_id holder);
   /// A node no longer holds a copy it reported.
   void on_dropped(const snapshot_report& r);
-  /// As on_dropped for every rank of `placement`, as on_held_all.
-  void on_dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const rank_slot> placement,
-                      std::span<const node_id> holder_of_node);
   /// The copy a restore of the current epoch named could not be read: forgotten.
   void forget_restore_copy(rank_id old_rank, step_t step, node_id holder, copy_kind where);
   /// The newest committed step of the current world, if any.
@@ -344,12 +335,6 @@ class snapshot_registry {
   static void forget_copy(rank_copies& steps, step_t step, holder h);
   /// Rank r's record, made its own (copied when other ranks share it, made when it has none).
   rank_copies& own_record(world_copies& w, std::uint32_t r);
-  /// The change `apply` makes to the copies of every rank of `placement` whose node maps to a
-  /// holder (as on_held_all), done once per record and holder: ranks with the same record and
-  /// holder get the same new one. `changes(steps, h)` says whether apply would change anything.
-  template <class Changes, class Apply>
-  void update_all(world_copies& w, std::span<const rank_slot> placement, std::span<const node_id> holder_of_node,
-                  copy_kind where, bool grow, Changes changes, Apply apply);
   /// A new record: `from`'s steps changed by `apply(rank_copies&)`; no_copies when none are left.
   template <class Apply>
   record_id changed_copy(record_id from, Apply apply);

@@ -912,17 +912,6 @@ std::vector<policy_action> supervisor_policy::on_progress_all(epoch_t e, step_t 
   return out;
 }
 
-bool supervisor_policy::on_snapshot_all(epoch_t e, step_t s, copy_kind where,
-                                        std::span<const node_id> holder_of_node) {
-  return copies_.current_world(e) && copies_.on_held_all(e, s, where, placement_, holder_of_node);
-}
-
-void supervisor_policy::on_snapshot_dropped_all(epoch_t e, step_t s, copy_kind where,
-                                                std::span<const node_id> holder_of_node) {
-  if (copies_.current_world(e))
-    copies_.on_dropped_all(e, s, where, placement_, holder_of_node);
-}
-
 bool supervisor_policy::on_copies_changed_all(const copy_changes& c) { return copies_.on_changed_all(c, placement_); }
 
 std::vector<policy_action> supervisor_policy::pause() {

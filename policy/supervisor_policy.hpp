@@ -326,18 +326,9 @@ class supervisor_policy {
   std::vector<policy_action> on_ranks_ready(std::span<const rank_id> ranks, epoch_t e);
   /// Every rank of the placement finished step `s` of epoch `e`: on_progress for each in turn.
   std::vector<policy_action> on_progress_all(epoch_t e, step_t s);
-  /// Every rank of the placement holds a copy of step `s` written in epoch `e`, which must be an
-  /// epoch of the current world (the placement's numbering; else nothing happens): on_snapshot for
-  /// each rank with `where` and, as holder,
-  /// the rank's own node when `holder_of_node` is empty, else `holder_of_node[its node]`. As for
-  /// on_snapshot, a holder that is not a node of the configuration records nothing for that rank.
-  /// Returns true when it commits a newer step.
-  bool on_snapshot_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node = {});
-  /// on_snapshot_dropped for every rank of the placement, as on_snapshot_all.
-  void on_snapshot_dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node = {});
   /// The copies of the ranks of the placement change as `c` says (snapshot_registry::
-  /// on_changed_all): on_snapshot_dropped_all and on_snapshot_all for each change in turn, in one
-  /// pass. Returns true when it commits a newer step.
+  /// on_changed_all): on_snapshot_dropped and on_snapshot for each change in turn and each rank
+  /// of a node whose set names it, in one pass. Returns true when it commits a newer step.
   bool on_copies_changed_all(const copy_changes& c);
 
   /// Forgets the copies of world generations a restore is unlikely to need (snapshot_registry::prune).

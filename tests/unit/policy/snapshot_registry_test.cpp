@@ -24,10 +24,13 @@ std::vector<rank_slot> placement_of(std::uint32_t world, std::uint32_t first_nod
   return out;
 }
 
-node_id holder_for(const rank_slot& s, std::span<const node_id> holder_of_node) {
-  if (holder_of_node.empty())
-    return s.node;
-  return s.node.value() < holder_of_node.size() ? holder_of_node[s.node.value()] : node_id{~std::uint32_t{0}};
+// Change `c` to the copies of the ranks of every node of `placement`, in one pass: a slot's copy on
+// the rank's node, a replica on replica_holder[its node].
+bool change_everywhere(snapshot_registry& reg, std::span<const rank_slot> placement, const copy_change& c,
+                       std::span<const node_id> replica_holder = {}) {
+  const std::vector<std::vector<copy_change>> sets{{c}};
+  const std::vector<std::uint32_t> set_of_node(nodes, 0);
+  return reg.on_changed_all({sets, set_of_node, replica_holder}, placement);
 }
 
 // Two registries fed the same history: `single` one report per rank, `bulk` the bulk calls.
@@ -45,22 +48,19 @@ struct pair_of_registries {
     single.begin_epoch(e, static_cast<std::uint32_t>(placement.size()), renumbered);
     bulk.begin_epoch(e, static_cast<std::uint32_t>(placement.size()), renumbered);
   }
+  // One change to the ranks of every node (a replica on holder_of_node[its node]; empty: on the
+  // node itself), as changed_all.
   void held_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node) {
-    bool committed = false;
-    for (const auto& slot : placement) {
-      const auto h = holder_for(slot, holder_of_node);
-      if (h.value() < nodes)
-        committed = single.on_held(snapshot_report{e, slot.rank, s, h, where}) || committed;
-    }
-    EXPECT_EQ(bulk.on_held_all(e, s, where, placement, holder_of_node), committed);
+    one_change({e, s, where, true}, holder_of_node);
   }
   void dropped_all(epoch_t e, step_t s, copy_kind where, std::span<const node_id> holder_of_node) {
-    for (const auto& slot : placement) {
-      const auto h = holder_for(slot, holder_of_node);
-      if (h.value() < nodes)
-        single.on_dropped(snapshot_report{e, slot.rank, s, h, where});
-    }
-    bulk.on_dropped_all(e, s, where, placement, holder_of_node);
+    one_change({e, s, where, false}, holder_of_node);
+  }
+  void one_change(const copy_change& c, std::span<const node_id> holder_of_node) {
+    std::vector<node_id> replica_holder(nodes);
+    for (std::uint32_t n = 0; n < nodes; ++n)
+      replica_holder[n] = holder_of_node.empty() ? node_id{n} : holder_of_node[n];
+    changed_all(std::span<const copy_change>{&c, 1}, {{c}}, std::vector<std::uint32_t>(nodes, 0), replica_holder);
   }
   // Each change of `universe` (dropped before held) in turn, rank by rank, to `single`; the sets
   // that hold some of them, node by node, in one pass to `bulk`.
@@ -236,9 +236,9 @@ TEST(snapshot_registry, a_copy_dropped_by_one_rank_of_a_group_stays_with_the_oth
     reg.set_up(node_id{n}, true);
   const auto placement = placement_of(6);  // ranks 0-2 on n0, 3-5 on n1
   reg.begin_epoch(epoch_t{1}, 6, true);
-  (void)reg.on_held_all(epoch_t{1}, step_t{5}, copy_kind::local_slot, placement, {});
+  (void)change_everywhere(reg, placement, {epoch_t{1}, step_t{5}, copy_kind::local_slot, true});
   const std::vector<node_id> buddy{node_id{1}, node_id{2}, node_id{0}};
-  EXPECT_TRUE(reg.on_held_all(epoch_t{1}, step_t{5}, copy_kind::buddy_replica, placement, buddy));
+  EXPECT_TRUE(change_everywhere(reg, placement, {epoch_t{1}, step_t{5}, copy_kind::buddy_replica, true}, buddy));
   EXPECT_EQ(reg.committed(), step_t{5});
   // Rank 1's slot copy is dropped: ranks 0 and 2, which shared its record, keep theirs.
   reg.on_dropped(snapshot_report{epoch_t{1}, rank_id{1}, step_t{5}, node_id{0}, copy_kind::local_slot});
@@ -276,12 +276,12 @@ TEST(snapshot_registry, ranks_whose_buddy_changed_share_a_record_again_once_the_
   for (std::uint32_t n = 0; n < nodes; ++n)
     buddy[n] = node_id{(n + 1) % nodes};
   const auto snapshot = [&](std::uint64_t s) {
-    (void)reg.on_held_all(epoch_t{1}, step_t{s}, copy_kind::local_slot, placement, {});
-    return reg.on_held_all(epoch_t{1}, step_t{s}, copy_kind::buddy_replica, placement, buddy);
+    (void)change_everywhere(reg, placement, {epoch_t{1}, step_t{s}, copy_kind::local_slot, true});
+    return change_everywhere(reg, placement, {epoch_t{1}, step_t{s}, copy_kind::buddy_replica, true}, buddy);
   };
   const auto drop = [&](std::uint64_t s, std::span<const node_id> holders) {
-    reg.on_dropped_all(epoch_t{1}, step_t{s}, copy_kind::local_slot, placement, {});
-    reg.on_dropped_all(epoch_t{1}, step_t{s}, copy_kind::buddy_replica, placement, holders);
+    (void)change_everywhere(reg, placement, {epoch_t{1}, step_t{s}, copy_kind::local_slot, false});
+    (void)change_everywhere(reg, placement, {epoch_t{1}, step_t{s}, copy_kind::buddy_replica, false}, holders);
   };
   EXPECT_TRUE(snapshot(5));
   EXPECT_EQ(reg.records(), 1u) << "every rank's copies lie on its node and its node's buddy";

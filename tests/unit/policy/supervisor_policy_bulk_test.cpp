@@ -1,4 +1,4 @@
-// The bulk events of supervisor_policy (on_ranks_ready, on_progress_all, on_snapshot_all) against
+// The bulk events of supervisor_policy (on_ranks_ready, on_progress_all, on_copies_changed_all) against
 // the per-rank calls they stand for: the same decisions on the same inputs.
 
 #include <gtest/gtest.h>
@@ -144,8 +144,8 @@ start_epoch restore_after_losing_n1(bool bulk, bool with_spare, bool buddy_of_n1
     if (step == 15 && buddy_of_n1_missing)
       buddies[1] = node_id{99};
     if (bulk) {
-      p.on_snapshot_all(p.epoch(), step_t{step}, copy_kind::local_slot);
-      p.on_snapshot_all(p.epoch(), step_t{step}, copy_kind::buddy_replica, buddies);
+      testing::copy_on_every_node(p, true, p.epoch(), step_t{step}, copy_kind::local_slot);
+      testing::copy_on_every_node(p, true, p.epoch(), step_t{step}, copy_kind::buddy_replica, buddies);
     } else {
       for (const auto& s : p.placement()) {
         p.on_snapshot({p.epoch(), s.rank, step_t{step}, s.node, copy_kind::local_slot});
@@ -160,7 +160,7 @@ start_epoch restore_after_losing_n1(bool bulk, bool with_spare, bool buddy_of_n1
   return starts.empty() ? start_epoch{} : starts[0];
 }
 
-TEST(supervisor_policy_bulk, snapshot_all_records_what_per_rank_reports_record) {
+TEST(supervisor_policy_bulk, copies_changed_all_records_what_per_rank_reports_record) {
   for (bool spare : {false, true}) {
     for (bool missing : {false, true}) {
       auto one_by_one = restore_after_losing_n1(false, spare, missing);
@@ -181,7 +181,7 @@ TEST(supervisor_policy_bulk, snapshot_all_records_what_per_rank_reports_record) 
   EXPECT_EQ(restore_after_losing_n1(true, false, true).restore_step, step_t{10});
 }
 
-TEST(supervisor_policy_bulk, snapshot_all_records_an_older_epoch_of_the_same_world_but_not_of_another) {
+TEST(supervisor_policy_bulk, copies_changed_all_records_an_older_epoch_of_the_same_world_but_not_of_another) {
   fake_clock clock;
   supervisor_policy p{three_nodes(false), clock};
   nodes_up(p, 3);
@@ -190,21 +190,21 @@ TEST(supervisor_policy_bulk, snapshot_all_records_an_older_epoch_of_the_same_wor
   (void)p.on_rank_failed(rank_id{0}, first, "crash");
   // A copy written in the epoch before the restart in place is a copy of the same world, as a
   // per-rank report of it would say.
-  EXPECT_FALSE(p.on_snapshot_all(first, step_t{10}, copy_kind::local_slot));
+  EXPECT_FALSE(testing::copy_on_every_node(p, true, first, step_t{10}, copy_kind::local_slot));
   auto starts = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].restore_step, step_t{10});
   // After a resize the placement numbers the ranks anew: a bulk report of the old world is refused.
   const auto old_world = p.epoch();
   (void)p.scale(4);
-  (void)p.on_snapshot_all(old_world, step_t{20}, copy_kind::local_slot);
+  (void)testing::copy_on_every_node(p, true, old_world, step_t{20}, copy_kind::local_slot);
   starts = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(starts[0].restore_step, step_t{10}) << "step 20 of the six-rank world was not recorded";
   EXPECT_EQ(starts[0].restore_world, 6u);
 }
 
-TEST(supervisor_policy_bulk, snapshot_and_drop_all_commit_and_forget_as_per_rank_reports_do) {
+TEST(supervisor_policy_bulk, copies_held_and_dropped_in_bulk_commit_and_forget_as_per_rank_reports_do) {
   // The same history per rank and in bulk: the committed step, the window of reported steps (the
   // committed one kept past it), and the copies dropped.
   const std::vector<node_id> buddy{node_id{1}, node_id{2}, node_id{0}};
@@ -217,7 +217,7 @@ TEST(supervisor_policy_bulk, snapshot_and_drop_all_commit_and_forget_as_per_rank
     std::vector<step_t> at_90;
     const auto held = [&](std::uint64_t step, copy_kind where, std::span<const node_id> holders) {
       if (bulk)
-        return p->on_snapshot_all(p->epoch(), step_t{step}, where, holders);
+        return testing::copy_on_every_node(*p, true, p->epoch(), step_t{step}, where, holders);
       bool any = false;
       for (const auto& s : p->placement())
         any = p->on_snapshot({p->epoch(), s.rank, step_t{step}, holders.empty() ? s.node : holders[s.node.value()], where}) || any;
@@ -234,7 +234,7 @@ TEST(supervisor_policy_bulk, snapshot_and_drop_all_commit_and_forget_as_per_rank
         at_90 = p->copies().steps_of(rank_id{0});
       if (step == 80 || step == 100) {
         if (bulk) {
-          p->on_snapshot_dropped_all(p->epoch(), step_t{step - 5}, copy_kind::local_slot);
+          testing::copy_on_every_node(*p, false, p->epoch(), step_t{step - 5}, copy_kind::local_slot);
         } else {
           for (const auto& s : p->placement())
             p->on_snapshot_dropped({p->epoch(), s.rank, step_t{step - 5}, s.node, copy_kind::local_slot});
@@ -264,14 +264,14 @@ void two_worlds(supervisor_policy& p) {
   nodes_up(p, 3);
   (void)p.on_ranks_ready(ranks_of(p), p.epoch());
   const std::vector<node_id> buddy{node_id{1}, node_id{2}, node_id{0}};
-  p.on_snapshot_all(p.epoch(), step_t{10}, copy_kind::local_slot);
-  p.on_snapshot_all(p.epoch(), step_t{10}, copy_kind::buddy_replica, buddy);
+  testing::copy_on_every_node(p, true, p.epoch(), step_t{10}, copy_kind::local_slot);
+  testing::copy_on_every_node(p, true, p.epoch(), step_t{10}, copy_kind::buddy_replica, buddy);
   (void)p.scale(4);
   auto start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_world, 6u);
   EXPECT_EQ(p.prune_snapshots(), 0u) << "world 1 is the restore point";
-  p.on_snapshot_all(p.epoch(), step_t{20}, copy_kind::local_slot);
+  testing::copy_on_every_node(p, true, p.epoch(), step_t{20}, copy_kind::local_slot);
 }
 
 TEST(supervisor_policy_bulk, prune_keeps_the_restore_point_and_one_fallback) {
@@ -297,7 +297,7 @@ TEST(supervisor_policy_bulk, prune_forgets_what_lies_behind_the_fallback) {
   auto start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
   ASSERT_EQ(start.size(), 1u);
   EXPECT_EQ(start[0].restore_step, step_t{20});
-  p.on_snapshot_all(p.epoch(), step_t{30}, copy_kind::local_slot);
+  testing::copy_on_every_node(p, true, p.epoch(), step_t{30}, copy_kind::local_slot);
   EXPECT_EQ(p.prune_snapshots(), 1u) << "world 3 is the restore point, world 2 the fallback: world 1 goes";
   (void)p.on_rank_failed(rank_id{1}, p.epoch(), "crash");
   start = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
@@ -321,8 +321,8 @@ TEST(supervisor_policy_bulk, sixteen_thousand_ranks_recover_from_a_lost_node) {
   std::vector<node_id> buddy;
   for (std::uint32_t n = 0; n < 2049; ++n)
     buddy.push_back(node_id{(n + 1) % 2048});
-  p.on_snapshot_all(p.epoch(), step_t{50}, copy_kind::local_slot);
-  p.on_snapshot_all(p.epoch(), step_t{50}, copy_kind::buddy_replica, buddy);
+  testing::copy_on_every_node(p, true, p.epoch(), step_t{50}, copy_kind::local_slot);
+  testing::copy_on_every_node(p, true, p.epoch(), step_t{50}, copy_kind::buddy_replica, buddy);
   auto lost = p.on_node_lost(node_id{7}, "gone");
   EXPECT_EQ(all_of<spawn_rank>(lost).size(), 16384u);
   auto starts = all_of<start_epoch>(p.on_ranks_ready(ranks_of(p), p.epoch()));
