@@ -36,7 +36,8 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
           "overlap = " + (options_.overlap ? "true" : "false") + "\n" +
           "\n"
           "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"20s\"\nrendezvous = \"" + options_.rendezvous + "\"\ncollective = \"5s\"\n"
-          "\n[transport]\nnet_devices = \"" + options_.net_devices + "\"\ntls = \"" + options_.tls + "\"\n"
+          "\n[transport]\nnet_devices = \"" + options_.net_devices + "\"\ntls = \"" + options_.tls + "\"\n" +
+          "\n[checks]\n" + options_.checks +
           "\n[daemon]\ndata_dir = \"" +
           data_.string() + "\"\n" + options_.extra;
   std::ofstream(config_) << toml;
