@@ -60,6 +60,7 @@ void supervisor_actor::on_exit() {
   if (research_)
     research_->stop.request_stop();  // its thread ends at once; the future waits for it
   write_status(finished_);
+  (void)status_file_.flush(background_file_writer::default_stop_wait);
   if (store_)
     (void)store_->close();
 }
@@ -708,11 +709,17 @@ std::string supervisor_actor::status_json(bool full) const { return nlohmann::js
 
 void supervisor_actor::write_status(bool final) {
   auto status = make_status(false);  // built once a tick: for the file and for the HTTP server
-  (void)write_file_atomically(ctx_->data_dir / "status.json", nlohmann::json(status).dump(2));
+  status_file_.write(ctx_->data_dir / "status.json", nlohmann::json(status).dump(2));
   if (ctx_->board != nullptr)
     ctx_->board->publish(std::move(status), thin_losses(losses_, max_step_));
-  if (final)
+  if (final) {
+    // The job's end: the last status is on disk before the report that says it ended, unless
+    // the disk does not take it.
+    if (!status_file_.flush(background_file_writer::default_stop_wait))
+      spdlog::warn("status.json was not written within {} ms; the report is written anyway",
+                   background_file_writer::default_stop_wait.count());
     (void)write_file_atomically(ctx_->data_dir / "report.json", status_json(true));
+  }
 }
 
 }  // namespace rekindle::actors

@@ -14,6 +14,7 @@
 #include "actors/job_status.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_context.hpp"
+#include "common/files.hpp"
 #include "planner/plan.hpp"
 #include "planner/problem.hpp"
 #include "planner/replan.hpp"
@@ -332,6 +333,8 @@ class supervisor_actor : public caf::event_based_actor {
   std::map<std::uint32_t, std::int64_t> injected_ranks_;
   /// When the last tick ran: a long gap means this process did not run, not that nodes were silent.
   std::optional<clock::time_point> last_tick_;
+  /// status.json, written off this actor: a disk busy with a checkpoint must not stall the ticks.
+  background_file_writer status_file_;
   /// Ranks the supervisor killed (hung, unresponsive) and why: the cause of their recovery.
   std::map<std::uint32_t, std::string> killed_as_;
   std::map<std::uint32_t, std::int64_t> injected_nodes_;

@@ -1,5 +1,7 @@
 #include "common/files.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "common/text.hpp"
 
@@ -88,6 +91,59 @@ status write_file_atomically(const std::filesystem::path& path, std::string_view
   if (ec)
     return status{errc::io_error, "cannot rename " + tmp + " to " + path.string() + ": " + ec.message()};
   return {};
+}
+
+background_file_writer::background_file_writer(std::chrono::milliseconds stop_wait)
+    : state_(std::make_shared<state>()), stop_wait_(stop_wait) {
+  std::thread([s = state_] { run(s); }).detach();
+}
+
+background_file_writer::~background_file_writer() {
+  std::unique_lock lock{state_->mutex};
+  state_->stopping = true;
+  state_->work.notify_one();
+  if (!state_->done.wait_for(lock, stop_wait_, [&] { return state_->ended; }))
+    spdlog::warn("the file writer's thread is still in a write after {} ms; it is left to end on its own",
+                 stop_wait_.count());
+}
+
+void background_file_writer::write(std::filesystem::path path, std::string text) {
+  std::lock_guard lock{state_->mutex};
+  state_->pending[std::move(path)] = std::move(text);
+  ++state_->handed;
+  state_->work.notify_one();
+}
+
+bool background_file_writer::flush(std::chrono::milliseconds timeout) {
+  std::unique_lock lock{state_->mutex};
+  const auto until = state_->handed;
+  return state_->done.wait_for(lock, timeout, [&] { return state_->written >= until; });
+}
+
+void background_file_writer::run(const std::shared_ptr<state>& s) {
+  std::map<std::filesystem::path, bool> failing;
+  std::unique_lock lock{s->mutex};
+  for (;;) {
+    s->work.wait(lock, [&] { return s->stopping || !s->pending.empty(); });
+    if (s->pending.empty())
+      break;  // stopping, and everything is written
+    auto batch = std::move(s->pending);
+    s->pending.clear();
+    const auto taken = s->handed;
+    lock.unlock();
+    for (const auto& [path, text] : batch) {
+      const auto st = write_file_atomically(path, text);
+      auto& was_failing = failing[path];
+      if (!st.ok() && !was_failing)
+        spdlog::warn("{} (not logged again until it is written)", st.message());
+      was_failing = !st.ok();
+    }
+    lock.lock();
+    s->written = taken;
+    s->done.notify_all();
+  }
+  s->ended = true;
+  s->done.notify_all();
 }
 
 }  // namespace rekindle

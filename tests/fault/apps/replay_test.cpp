@@ -180,8 +180,11 @@ TEST(replay, the_same_trace_replayed_twice_gives_the_same_events_and_the_same_fi
   // Steps far enough apart that each recovery is over before the next fault, however fast the
   // machine trains (a few hundred steps a second on a slow one, 700 on a fast one) and however
   // loaded it is. 1,000 steps apart were not: the replay once saw the job's step only 4 s after a
-  // recovery, when it had passed the next two faults' steps (cause not found yet; its output is
-  // in the failure message).
+  // recovery, when it had passed the next two faults' steps. The supervisor had stalled replacing
+  // its status file while the disk wrote back another program's data (it now does that on a
+  // thread of its own: cluster.a_status_file_the_disk_does_not_take_...); a stall of the
+  // supervisor elsewhere would blind the replay the same way, so the margin stays. The replay's
+  // output is in the failure message.
   const std::string trace =
       "{\"rekindle_trace\": 1, \"source\": \"test\"}\n"
       "{\"at_step\": 1000, \"kind\": \"kill\", \"rank\": 2}\n"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -157,6 +158,32 @@ TEST(cluster, status_and_bad_admin_requests_through_the_shell) {
   const auto report = c.wait_done(60s);
   ASSERT_FALSE(report.is_null());
   EXPECT_EQ(report["state"], "stopped");
+}
+
+TEST(cluster, a_status_file_the_disk_does_not_take_holds_up_neither_training_nor_the_shell) {
+  // The status file's temporary name is a FIFO nobody reads: replacing status.json blocks there
+  // for good, as on a disk that does not answer (a rename behind a journal that flushed another
+  // program's data once took 5.6 s here, and the supervisor handled nothing meanwhile).
+  testing::local_cluster c{{.steps = 300}};
+  std::filesystem::create_directories(c.data_dir());
+  ASSERT_EQ(::mkfifo((c.data_dir() / "status.json.tmp").c_str(), 0600), 0);
+  c.start_all();
+  // The shell's status comes from the supervisor itself: it answers, and the job trains on.
+  std::uint64_t step = 0;
+  const auto until = std::chrono::steady_clock::now() + 120s;
+  while (step < 100 && std::chrono::steady_clock::now() < until) {
+    const auto r = c.admin({"status", "--json"});
+    if (r.exit_code == 0)
+      step = nlohmann::json::parse(r.out).value("step", std::uint64_t{0});
+    std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_GE(step, 100u) << c.log("n0");
+  const auto report = c.wait_done(240s);
+  ASSERT_FALSE(report.is_null()) << c.log("n0");
+  EXPECT_EQ(report["state"], "completed");
+  EXPECT_EQ(report["step"], 300);
+  EXPECT_NE(c.log("n0").find("status.json was not written within"), std::string::npos) << c.log("n0");
+  EXPECT_FALSE(std::filesystem::exists(c.data_dir() / "status.json")) << "it was never written";
 }
 
 TEST(cluster, the_shell_shows_ranks_nodes_events_and_takes_a_checkpoint_now) {

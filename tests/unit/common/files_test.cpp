@@ -5,6 +5,7 @@
 #include <chrono>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "common/files.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -55,6 +56,62 @@ TEST(files, a_file_over_the_limit_is_refused_with_both_sizes) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().message(), "is 2.00 KiB; the limit for a token file is 1.00 KiB");
   EXPECT_TRUE(read_file_bounded(p, 2048, "token file"));
+}
+
+std::string contents(const std::filesystem::path& p) {
+  std::ifstream in{p};
+  return {std::istreambuf_iterator<char>{in}, {}};
+}
+
+TEST(files, a_background_writer_hands_text_over_at_once_while_the_disk_is_stuck_and_writes_the_newest) {
+  testing::temp_dir dir;
+  const auto stuck = dir.path() / "stuck.json";
+  const auto status = dir.path() / "status.json";
+  // A disk that does not answer: writing "stuck.json.tmp" blocks until someone reads the FIFO.
+  ASSERT_EQ(::mkfifo((stuck.string() + ".tmp").c_str(), 0600), 0);
+  background_file_writer w;
+  auto handed = std::async(std::launch::async, [&] {
+    w.write(stuck, "held up");
+    w.write(status, "older");
+    w.write(status, "newer");
+  });
+  ASSERT_EQ(handed.wait_for(20s), std::future_status::ready) << "a write waited for the disk";
+  // The disk answers: the held-up text arrives, and the newest text of the other file follows.
+  EXPECT_EQ(contents(stuck.string() + ".tmp"), "held up");
+  EXPECT_TRUE(w.flush(20s));
+  EXPECT_EQ(contents(status), "newer");
+  EXPECT_FALSE(std::filesystem::exists(status.string() + ".tmp"));
+}
+
+TEST(files, a_background_writer_writes_what_is_pending_before_it_stops_and_survives_a_failure) {
+  testing::temp_dir dir;
+  const auto p = dir.path() / "report.json";
+  {
+    background_file_writer w;
+    w.write(dir.path() / "no such directory" / "x.json", "lost");  // logged, not thrown
+    w.write(p, "last words");
+  }
+  EXPECT_EQ(contents(p), "last words");
+}
+
+TEST(files, a_background_writer_stuck_in_a_write_lets_flush_time_out_and_its_owner_go_on) {
+  testing::temp_dir dir;
+  const auto stuck = dir.path() / "stuck.json";
+  const auto tmp = stuck.string() + ".tmp";
+  ASSERT_EQ(::mkfifo(tmp.c_str(), 0600), 0);
+  auto owner = std::async(std::launch::async, [&] {
+    background_file_writer w{100ms};
+    w.write(stuck, "late");
+    return w.flush(100ms);
+  });
+  ASSERT_EQ(owner.wait_for(20s), std::future_status::ready) << "the writer's owner waited for a hung disk";
+  EXPECT_FALSE(owner.get()) << "flush said the text was written";
+  // The disk answers at last: the thread left behind finishes its write and ends.
+  EXPECT_EQ(contents(tmp), "late");
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (!std::filesystem::exists(stuck) && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_TRUE(std::filesystem::exists(stuck));
 }
 
 }  // namespace
