@@ -71,9 +71,11 @@ status from_rocksdb(const rocksdb::Status& s, std::string_view what) {
   return status{code_of(s, text, io.GetDataLoss()), std::move(msg)};
 }
 
-rocksdb::Options store_db_options(bool create_if_missing) {
+rocksdb::Options store_db_options(bool create_if_missing, rocksdb::Env* env) {
   rocksdb::Options o;
   o.OptimizeForSmallDb();
+  if (env != nullptr)
+    o.env = env;
   o.create_if_missing = create_if_missing;
   o.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   o.keep_log_file_num = 2;

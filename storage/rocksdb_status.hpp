@@ -37,7 +37,7 @@ namespace rekindle::storage {
 
 /// The options every database of the state store opens with, a replica's too: small, a torn log
 /// tail dropped after a crash, and the write-ahead log kept an hour (64 MiB at most) for replicas
-/// to read (`state_store::changes_since`).
-[[nodiscard]] rocksdb::Options store_db_options(bool create_if_missing);
+/// to read (`state_store::changes_since`). `env`: another environment than RocksDB's (tests).
+[[nodiscard]] rocksdb::Options store_db_options(bool create_if_missing, rocksdb::Env* env = nullptr);
 
 }  // namespace rekindle::storage

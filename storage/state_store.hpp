@@ -16,6 +16,10 @@
 #include "common/expected.hpp"
 #include "common/ids.hpp"
 
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
 namespace rekindle::storage {
 
 /// What the job is doing. The supervisor's policy decides the transitions; the store records them.
@@ -203,6 +207,9 @@ struct state_store_options {
   /// Appended events not yet written beyond which `append_event` fails with resource_exhausted.
   /// Default: 100000.
   std::size_t event_max_pending = 100000;
+  /// The RocksDB environment (tests: a file system whose syncs are slow); must outlive the store.
+  /// Default: nullptr (RocksDB's own).
+  rocksdb::Env* env = nullptr;
   /// Failure injection for tests: called before every write with what it writes ("write of key
   /// 'epoch'", "event log: write of events 3..5"); an error it returns is the write's, nothing is
   /// written, as when the disk refuses. Default: none.
@@ -219,8 +226,10 @@ struct state_store_options {
 /// `delete_checkpoint` return after a synced write (the epoch is durable before it is announced).
 /// `set_snapshot_step` and `put_checkpoint` write without sync: they survive a process crash, and
 /// the next synced write makes them durable on power loss too. Events are written by a background
-/// writer in synced batches (at most `event_batch` events or `event_delay` apart); `flush_events`
-/// returns once every event appended before it is durable. Durable events are always a prefix of
+/// writer in batches (at most `event_batch` events or `event_delay` apart), each written and then
+/// the log synced outside the write path (other writes do not wait for that sync; a batch can be
+/// read, and replicated, from its write, and is durable from the sync); `flush_events` returns
+/// once every event appended before it is durable. Durable events are always a prefix of
 /// the appended ones: a crash loses only a tail.
 ///
 /// A checkpoint manifest moves through these states:

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/env.h>
+#include <rocksdb/file_system.h>
 
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -593,6 +597,71 @@ TEST_F(store_fixture, a_database_without_format_record_is_refused) {
   auto s = state_store::open(db_path());
   EXPECT_EQ(s.to_status().code(), errc::data_loss);
   EXPECT_NE(s.to_status().message().find("no format record"), std::string::npos) << s.to_status();
+}
+
+// A file system whose write-ahead log syncs take `sync_delay` once armed, as on a disk busy
+// writing back other data; `syncing` counts the syncs under way.
+class slow_log_sync_fs : public rocksdb::FileSystemWrapper {
+ public:
+  explicit slow_log_sync_fs(std::chrono::milliseconds sync_delay)
+      : rocksdb::FileSystemWrapper(rocksdb::FileSystem::Default()), delay_(sync_delay) {}
+  const char* Name() const override { return "slow_log_sync_fs"; }
+  rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& o,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r, rocksdb::IODebugContext* dbg) override {
+    auto s = target()->NewWritableFile(f, o, r, dbg);
+    if (s.ok() && f.ends_with(".log"))
+      *r = std::make_unique<file>(std::move(*r), this);
+    return s;
+  }
+  std::atomic<bool> armed{false};
+  std::atomic<int> syncing{0};
+
+ private:
+  class file : public rocksdb::FSWritableFileOwnerWrapper {
+   public:
+    file(std::unique_ptr<rocksdb::FSWritableFile> f, slow_log_sync_fs* fs)
+        : rocksdb::FSWritableFileOwnerWrapper(std::move(f)), fs_(fs) {}
+    rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override { return slow(o, dbg, false); }
+    rocksdb::IOStatus Fsync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override { return slow(o, dbg, true); }
+
+   private:
+    rocksdb::IOStatus slow(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg, bool full) {
+      if (fs_->armed) {
+        ++fs_->syncing;
+        std::this_thread::sleep_for(fs_->delay_);
+        --fs_->syncing;
+      }
+      return full ? target()->Fsync(o, dbg) : target()->Sync(o, dbg);
+    }
+    slow_log_sync_fs* fs_;
+  };
+  std::chrono::milliseconds delay_;
+};
+
+TEST_F(store_fixture, a_write_does_not_queue_behind_the_sync_of_the_event_log) {
+  // The event writer syncs its batches while the supervisor writes on (a rank's snapshot step
+  // every few steps): when a sync took seconds, each of those writes waited for it, and the
+  // supervisor stalled with it.
+  auto fs = std::make_shared<slow_log_sync_fs>(std::chrono::milliseconds{4000});
+  const auto env = rocksdb::NewCompositeEnv(fs);
+  state_store_options o;
+  o.env = env.get();
+  auto s = open(o);
+  ASSERT_TRUE(s->record_restart(rank_id{0}).has_value());
+  fs->armed = true;
+  ASSERT_TRUE(s->append_event(make_event("rank_exited", 0)).has_value());
+  ASSERT_TRUE(testing::wait_until([&] { return fs->syncing.load() > 0; }, std::chrono::seconds{20}))
+      << "the event writer never synced";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s->set_snapshot_step(rank_id{0}, step_t{5}).ok());
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(waited, std::chrono::milliseconds{2000})
+      << "the write waited " << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+      << " ms for a sync of 4000 ms";
+  fs->armed = false;
+  ASSERT_TRUE(s->flush_events().ok());
+  EXPECT_EQ(s->durable_event_seq(), s->last_event_seq());
+  ASSERT_TRUE(s->close().ok());
 }
 
 }  // namespace
