@@ -537,8 +537,8 @@ class simulator {
     drop_stale();
   }
 
-  // Replicas of ranks a node no longer guards go once the pin passes them, rank by rank (their
-  // ranks may run elsewhere now).
+  // Replicas of ranks a node no longer guards go once the pin passes them (their ranks may run
+  // elsewhere now): one report per old buddy for all its ranks and copies.
   void drop_stale() {
     std::vector<policy::copy_change> copies;
     std::erase_if(stale_, [&](const stale_replicas& x) {

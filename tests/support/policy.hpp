@@ -44,7 +44,7 @@ class change_on_every_node {
 };
 
 /// supervisor_policy::on_copies_changed_all with one change (`held`, or dropped) of step `s`
-/// /// written in epoch `e` on every node of the placement. True when it commits a newer step.
+/// written in epoch `e` on every node of the placement. True when it commits a newer step.
 inline bool copy_on_every_node(policy::supervisor_policy& p, bool held, epoch_t e, step_t s, copy_kind where,
                                std::span<const node_id> replica_holder_of_node = {}) {
   std::size_t nodes = 0;

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "policy/snapshot_registry.hpp"
+#include "tests/support/policy.hpp"
 
 namespace rekindle::policy {
 namespace {
@@ -28,9 +29,7 @@ std::vector<rank_slot> placement_of(std::uint32_t world, std::uint32_t first_nod
 // the rank's node, a replica on replica_holder[its node].
 bool change_everywhere(snapshot_registry& reg, std::span<const rank_slot> placement, const copy_change& c,
                        std::span<const node_id> replica_holder = {}) {
-  const std::vector<std::vector<copy_change>> sets{{c}};
-  const std::vector<std::uint32_t> set_of_node(nodes, 0);
-  return reg.on_changed_all({sets, set_of_node, replica_holder}, placement);
+  return reg.on_changed_all(testing::change_on_every_node{c, nodes, replica_holder}, placement);
 }
 
 // Two registries fed the same history: `single` one report per rank, `bulk` the bulk calls.
