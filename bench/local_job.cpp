@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <string_view>
 #include <numeric>
 #include <sstream>
 #include <thread>
@@ -312,25 +313,36 @@ long long process_ticks(pid_t pid) {
   return utime + stime;
 }
 
-void add_tree(pid_t pid, long long& ticks, int depth) {
+// The times one thread gave up its core to wait (voluntary context switches); 0 when gone.
+long long thread_waits(const fs::path& task) {
+  std::ifstream in(task / "status");
+  static constexpr std::string_view key = "voluntary_ctxt_switches:";
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with(key))
+      return std::atoll(line.c_str() + key.size());
+  return 0;
+}
+
+void add_tree(pid_t pid, long long& ticks, long long& waits, int depth) {
   const auto t = process_ticks(pid);
   if (t < 0 || depth > 16)
     return;
   ticks += t;
   std::error_code ec;
   for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    waits += thread_waits(task.path());
     std::ifstream children(task.path() / "children");
     for (pid_t child; children >> child;)
-      add_tree(child, ticks, depth + 1);
+      add_tree(child, ticks, waits, depth + 1);
   }
 }
 
 }  // namespace
 
-double tree_cpu_seconds(pid_t root) {
-  long long ticks = 0;
-  add_tree(root, ticks, 0);
-  return static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+tree_usage usage_of_tree(pid_t root) {
+  long long ticks = 0, waits = 0;
+  add_tree(root, ticks, waits, 0);
+  return {static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK)), waits};
 }
 
 }  // namespace rekindle::bench

@@ -104,7 +104,14 @@ class cluster {
 /// Whether a status says the job trains.
 bool training(const json& s);
 
-/// CPU seconds (user and system, every thread) used so far by `root` and every process below it.
-double tree_cpu_seconds(pid_t root);
+/// What `root` and every process below it used so far.
+struct tree_usage {
+  /// CPU seconds, user and system, of every thread (ended ones included).
+  double cpu_seconds = 0;
+  /// Voluntary context switches of the live threads: each time one blocked and was woken again
+  /// (a message waited for, a sleep, a lock), so a count of the processes' wake-ups.
+  long long wakeups = 0;
+};
+tree_usage usage_of_tree(pid_t root);
 
 }  // namespace rekindle::bench

@@ -18,7 +18,9 @@
 // end of the next: the snapshot and everything else in it), and the CPU time per step of every
 // process of the job (the ranks, and the daemon with its standbys under the service). Each kind's
 // overhead is the median over the rounds of its ratio to the bare run of the same round, with
-// the middle half and the range of those ratios. When the middle half straddles the goal the
+// the middle half and the range of those ratios. Each run also counts its processes' wake-ups per
+// step (the times their threads blocked and were woken: messages, timers, locks), a figure that
+// the machine's noise hardly moves, to show what the control plane's traffic costs. When the middle half straddles the goal the
 // machine was too noisy to judge it, and the benchmark says so.
 //
 // usage: overhead [--ranks 2,4] [--rounds 10] [--steps 150] [--warmup 20] [--snapshot-every 5]
@@ -79,10 +81,11 @@ std::vector<kind> kinds_of(const options& o) {
 }
 
 // One run's figures: seconds per step, wall (rank 0's loop period) and CPU (every process of the
-// job, over the steps the sampler saw).
+// job, over the steps the sampler saw), and the job's wake-ups per step.
 struct run_figures {
   double wall = 0;
   double cpu = 0;
+  double wakeups = 0;
   bool ok = false;
   /// Steps after the warm-up that took more than twice the median step: (step, seconds). A
   /// one-off cost inside a step (the first snapshot into each half of a slot once took 160 ms
@@ -105,38 +108,44 @@ std::vector<std::pair<std::uint64_t, double>> slow_steps_of(const std::vector<do
   return out;
 }
 
-// Samples the CPU time of the job's processes every 100 ms, with the step rank 0 had finished,
-// until `done`; the CPU seconds per step between the first sample at or past `from` and the last
-// before `to`.
-class cpu_sampler {
+// Samples what the job's processes used every 100 ms, with the step rank 0 had finished; the CPU
+// seconds and wake-ups per step between the first sample at or past `from` and the last before
+// `to`.
+class usage_sampler {
  public:
-  cpu_sampler(std::function<double()> cpu, std::function<std::uint64_t()> step, std::uint64_t from, std::uint64_t to)
-      : cpu_(std::move(cpu)), step_(std::move(step)), from_(from), to_(to) {}
+  usage_sampler(std::function<tree_usage()> usage, std::function<std::uint64_t()> step, std::uint64_t from,
+                std::uint64_t to)
+      : usage_(std::move(usage)), step_(std::move(step)), from_(from), to_(to) {}
 
   void sample() {
     const auto s = step_();
     if (s < from_ || s >= to_)
       return;
-    const double c = cpu_();
+    const auto u = usage_();
     if (!first_) {
-      first_ = {s, c};
+      first_ = {s, u};
       return;
     }
     if (s > first_->first)
-      last_ = {s, c};
+      last_ = {s, u};
   }
 
-  [[nodiscard]] double per_step() const {
-    if (!first_ || !last_)
-      return 0;
-    return (last_->second - first_->second) / static_cast<double>(last_->first - first_->first);
+  [[nodiscard]] double cpu_per_step() const {
+    return steps() == 0 ? 0 : (last_->second.cpu_seconds - first_->second.cpu_seconds) / steps();
+  }
+  [[nodiscard]] double wakeups_per_step() const {
+    return steps() == 0 ? 0 : static_cast<double>(last_->second.wakeups - first_->second.wakeups) / steps();
   }
 
  private:
-  std::function<double()> cpu_;
+  [[nodiscard]] double steps() const {
+    return first_ && last_ ? static_cast<double>(last_->first - first_->first) : 0;
+  }
+
+  std::function<tree_usage()> usage_;
   std::function<std::uint64_t()> step_;
   std::uint64_t from_, to_;
-  std::optional<std::pair<std::uint64_t, double>> first_, last_;
+  std::optional<std::pair<std::uint64_t, tree_usage>> first_, last_;
 };
 
 // Whether child `pid` has ended, leaving it to be reaped.
@@ -157,13 +166,16 @@ run_figures run_bare_kind(const options& o, const model_choice& m, int world, co
   std::ofstream(cfg) << config_text(m, world, o.steps, o.snapshot_every, dir / "unused");
   bare_step_watch watch{dir};
   std::vector<pid_t> ranks;
-  cpu_sampler sampler{[&] {
-                        double c = 0;
-                        for (pid_t p : ranks)
-                          c += tree_cpu_seconds(p);
-                        return c;
-                      },
-                      [&] { return watch.step(); }, o.warmup, o.steps - 1};
+  usage_sampler sampler{[&] {
+                          tree_usage sum;
+                          for (pid_t p : ranks) {
+                            const auto u = usage_of_tree(p);
+                            sum.cpu_seconds += u.cpu_seconds;
+                            sum.wakeups += u.wakeups;
+                          }
+                          return sum;
+                        },
+                        [&] { return watch.step(); }, o.warmup, o.steps - 1};
   const auto steps = run_bare(cfg, world, dir, [&](const std::vector<pid_t>& pids) {
     ranks = pids;
     // Until rank 0 is done: the ranks are waited for once this returns.
@@ -177,7 +189,8 @@ run_figures run_bare_kind(const options& o, const model_choice& m, int world, co
   run_figures f;
   f.wall = mean_after(steps.seconds, o.warmup);
   f.slow_steps = slow_steps_of(steps.seconds, o.warmup);
-  f.cpu = sampler.per_step();
+  f.cpu = sampler.cpu_per_step();
+  f.wakeups = sampler.wakeups_per_step();
   f.ok = f.wall > 0 && f.cpu > 0;
   return f;
 }
@@ -187,7 +200,7 @@ run_figures run_service_kind(const options& o, const model_choice& m, int world,
   if (k == kind::sync)
     text.replace(text.find("[checkpoint]\n"), 13, "[checkpoint]\noverlap = false\n");
   cluster c(dir, text);
-  cpu_sampler sampler{[&] { return tree_cpu_seconds(c.pid()); }, [&] { return c.file_step(); }, o.warmup, o.steps - 1};
+  usage_sampler sampler{[&] { return usage_of_tree(c.pid()); }, [&] { return c.file_step(); }, o.warmup, o.steps - 1};
   const auto until = clock_type::now() + 600s;
   // Watch status.json only (the supervisor writes it anyway): no admin request while it trains.
   while (clock_type::now() < until && c.file_step() < o.steps) {
@@ -207,7 +220,8 @@ run_figures run_service_kind(const options& o, const model_choice& m, int world,
   const auto step_seconds = report.value("step_seconds", std::vector<double>{});
   f.wall = mean_after(step_seconds, o.warmup);
   f.slow_steps = slow_steps_of(step_seconds, o.warmup);
-  f.cpu = sampler.per_step();
+  f.cpu = sampler.cpu_per_step();
+  f.wakeups = sampler.wakeups_per_step();
   f.ok = f.wall > 0 && f.cpu > 0;
   return f;
 }
@@ -279,7 +293,7 @@ int run(const options& o) {
           break;
         }
         runs[k].push_back(f);
-        std::printf("  %s %.1f ms (CPU %.1f ms)", name_of(k), f.wall * 1e3, f.cpu * 1e3);
+        std::printf("  %s %.1f ms (CPU %.1f ms, %.0f wake-ups)", name_of(k), f.wall * 1e3, f.cpu * 1e3, f.wakeups);
         if (!f.slow_steps.empty()) {
           std::printf(" [%zu step%s over 2x the median:", f.slow_steps.size(), f.slow_steps.size() == 1 ? "" : "s");
           for (std::size_t i = 0; i < std::min<std::size_t>(f.slow_steps.size(), 4); ++i)
@@ -295,18 +309,24 @@ int run(const options& o) {
       break;
     json jw;
     for (const kind k : kinds_of(o)) {
-      std::vector<double> wall, cpu;
+      std::vector<double> wall, cpu, wakeups;
       json slow = json::array();
       for (const auto& f : runs[k]) {
         wall.push_back(f.wall);
         cpu.push_back(f.cpu);
+        wakeups.push_back(f.wakeups);
         json round = json::array();
         for (const auto& [step, seconds] : f.slow_steps)
           round.push_back({{"step", step}, {"s", seconds}});
         slow.push_back(std::move(round));
       }
-      jw[name_of(k)] = {{"step_s", wall}, {"cpu_s_per_step", cpu}, {"step_s_median", median(wall)},
-                        {"cpu_s_median", median(cpu)}, {"slow_steps", std::move(slow)}};
+      jw[name_of(k)] = {{"step_s", wall},
+                        {"cpu_s_per_step", cpu},
+                        {"wakeups_per_step", wakeups},
+                        {"step_s_median", median(wall)},
+                        {"cpu_s_median", median(cpu)},
+                        {"wakeups_median", median(wakeups)},
+                        {"slow_steps", std::move(slow)}};
       if (k == kind::bare)
         continue;
       std::vector<double> wall_ratio, cpu_ratio;
@@ -326,8 +346,8 @@ int run(const options& o) {
   std::printf("\nOverhead against the bare loop, median over the rounds of each round's ratio [middle half] (range); "
               "goal %s\n",
               pct(1 + o.goal).c_str());
-  std::printf("%-6s %-8s %-10s %-36s %-36s %s\n", "ranks", "kind", "bare ms", "wall time per step", "CPU time per step",
-              "verdict (wall / CPU)");
+  std::printf("%-6s %-8s %-10s %-40s %-40s %-12s %s\n", "ranks", "kind", "bare ms", "wall time per step",
+              "CPU time per step", "wake-ups", "verdict (wall / CPU)");
   for (const auto& [w, jw] : results.items()) {
     for (const kind kk : kinds_of(o)) {
       if (kk == kind::bare)
@@ -341,12 +361,17 @@ int run(const options& o) {
         return std::string{b};
       };
       const json& r = jw[k];
-      std::printf("%-6s %-8s %-10.1f %-36s %-36s %s / %s\n", w.c_str(), k, 1e3 * jw["bare"].value("step_s_median", 0.0),
-                  cell(r["wall_ratio"]).c_str(), cell(r["cpu_ratio"]).c_str(),
-                  r["wall_ratio"].value("verdict", "").c_str(), r["cpu_ratio"].value("verdict", "").c_str());
+      char wakeups[32];
+      std::snprintf(wakeups, sizeof wakeups, "%.0f (%.0f)", r.value("wakeups_median", 0.0),
+                    jw["bare"].value("wakeups_median", 0.0));
+      std::printf("%-6s %-8s %-10.1f %-40s %-40s %-12s %s / %s\n", w.c_str(), k,
+                  1e3 * jw["bare"].value("step_s_median", 0.0), cell(r["wall_ratio"]).c_str(),
+                  cell(r["cpu_ratio"]).c_str(), wakeups, r["wall_ratio"].value("verdict", "").c_str(),
+                  r["cpu_ratio"].value("verdict", "").c_str());
     }
-    std::printf("%-6s bare loop from round to round: middle half %.1f%% apart\n", w.c_str(),
-                100 * jw["bare"].value("spread", 0.0));
+    std::printf("%-6s bare loop from round to round: middle half %.1f%% apart; wake-ups: the median per step of "
+                "every thread of the kind's processes (the bare loop's in brackets)\n",
+                w.c_str(), 100 * jw["bare"].value("spread", 0.0));
   }
   if (!o.json_out.empty())
     std::ofstream(o.json_out) << results.dump(2) << "\n";
