@@ -248,18 +248,31 @@ caf::behavior agent_actor::make_behavior() {
       [this](const envelope&, const rank_restored& r) { to_supervisor(r); },
       [this](const envelope&, const rank_trouble& t) { to_supervisor(t); },
       [this](const envelope&, const restore_failed& f) { to_supervisor(f); },
-      [this](const envelope&, const progress_report& p) {
-        if (p.epoch == epoch_) {
-          trained_epoch_ = epoch_;
-          reached_step_ = std::max(reached_step_, p.step.value());
+      // A rank's step reports, batched by the rule the node's batches to the supervisor follow.
+      [this](const envelope& from, const progress_batch& b) {
+        if (by_peer(from.peer) == nullptr)
+          return;
+        if (b.reports.size() > progress_batching::max_batch) {
+          spdlog::warn("agent: dropped a batch of {} step reports from a worker (at most {})", b.reports.size(),
+                       progress_batching::max_batch);
+          return;
         }
-        if (history_.empty() || p.epoch > history_.back().epoch || p.step > history_.back().step) {
-          history_.push_back(p);
-          if (history_.size() > max_progress_history)
-            history_.pop_front();
+        for (const auto& p : b.reports) {
+          if (p.epoch != b.epoch)
+            continue;
+          if (p.epoch == epoch_) {
+            trained_epoch_ = epoch_;
+            reached_step_ = std::max(reached_step_, p.step.value());
+          }
+          if (history_.empty() || p.epoch > history_.back().epoch || p.step > history_.back().step) {
+            history_.push_back(p);
+            if (history_.size() > max_progress_history)
+              history_.pop_front();
+          }
+          progress_.push_back(p);
         }
-        progress_.push_back(p);
-        if (progress_.size() >= 64 || ctx_->time->now() - started_at_ < std::chrono::seconds{2})
+        if (progress_.size() >= progress_batching::max_batch ||
+            ctx_->time->now() - started_at_ < progress_batching::prompt_for)
           flush_progress();
       },
       // ---- from the supervisor ----

@@ -6,6 +6,8 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -268,6 +270,15 @@ struct progress_batch {
   node_id node;
   std::vector<progress_report> reports;
   bool replay = false;
+};
+
+/// How step reports travel, one rule for a rank and its agent: they wait for the sender's next
+/// heartbeat (`timeouts.heartbeat`) and go with it as one batch, so that a step costs the control
+/// plane no wake-up of its own; they go at once while the epoch's training is younger than
+/// `prompt_for` (a recovery's first steps are seen without delay) and when `max_batch` wait.
+struct progress_batching {
+  static constexpr std::chrono::seconds prompt_for{2};
+  static constexpr std::size_t max_batch = 64;
 };
 
 /// A rank connected its communicator, restored its state, and is about to train.

@@ -62,6 +62,7 @@ class session_actor : public caf::event_based_actor {
             std::lock_guard lock{s_->mutex_};
             epoch = s_->assigned_epoch_;
           }
+          // The step reports made since the last tick go first, in the same wake-up.
           s_->to_agent(worker_heartbeat{s_->ctx_.local_index.value_or(~0u), epoch_t{epoch}, at.seq, at.kind, at.phase,
                                         at.for_how_long.count(), at.p2p.kind, at.p2p.phase, at.p2p.peer,
                                         at.p2p.for_how_long.count()});
@@ -130,7 +131,10 @@ rank_session::rank_session(caf::actor_system& sys, worker_context ctx, std::opti
   exposed.wait();
 }
 
-rank_session::~rank_session() { caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown); }
+rank_session::~rank_session() {
+  flush_progress();  // a program that ends without saying so: its last steps still count
+  caf::anon_send_exit(actor_, caf::exit_reason::user_shutdown);
+}
 
 void rank_session::on_abort(std::function<void(epoch_t)> hook) {
   std::lock_guard lock{mutex_};
@@ -177,6 +181,31 @@ void rank_session::end(std::string why, int exit_status) {
   if (exit_status != 0)
     exit_status_ = exit_status;
   push(session_end{std::move(why)});
+}
+
+void rank_session::report(const progress_report& p) {
+  std::lock_guard lock{progress_mutex_};
+  const auto now = ctx_.time != nullptr ? ctx_.time->now() : real_clock{}.now();
+  if (!progress_epoch_ || progress_epoch_->first != p.epoch) {
+    send_progress();  // a batch holds one epoch's
+    progress_epoch_.emplace(p.epoch, now);
+  }
+  progress_.push_back(p);
+  if (now - progress_epoch_->second < progress_batching::prompt_for || progress_.size() >= progress_batching::max_batch)
+    send_progress();
+}
+
+void rank_session::flush_progress() {
+  std::lock_guard lock{progress_mutex_};
+  send_progress();
+}
+
+void rank_session::send_progress() {
+  if (progress_.empty())
+    return;
+  const auto epoch = progress_.front().epoch;
+  ctx_.bridge->send(ctx_.agent, "worker", "agent", progress_batch{epoch, ctx_.node, std::move(progress_)});
+  progress_.clear();
 }
 
 void rank_session::enter(const worker_assignment& a) {

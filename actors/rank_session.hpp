@@ -19,6 +19,7 @@
 
 #include "actors/bridge.hpp"
 #include "actors/messages.hpp"
+#include "common/clock.hpp"
 #include "config/spec.hpp"
 #include "storage/snapshot_slot.hpp"
 #include "transport/collective_tracker.hpp"
@@ -121,15 +122,25 @@ class rank_session {
   /// A standby becomes local rank `index`: takes (or opens) its slot.
   [[nodiscard]] status activate(std::uint32_t index);
 
-  /// Sends a message to the agent (rank_ready, progress_report, …) or the node's checkpoint actor.
+  /// Sends a message to the agent (rank_ready, rank_trouble, …), after the step reports that wait
+  /// (the agent hears of a rank's steps before what it did after them); or to the node's
+  /// checkpoint actor.
   template <class T>
   void to_agent(const T& msg) {
+    std::lock_guard lock{progress_mutex_};
+    send_progress();
     ctx_.bridge->send(ctx_.agent, "worker", "agent", msg);
   }
   template <class T>
   void to_checkpoint(const T& msg) {
     ctx_.bridge->send(ctx_.agent, "worker", "checkpoint", msg);
   }
+  /// Reports a finished step to the agent, batched by `progress_batching`: it goes with the next
+  /// heartbeat, or at once while the epoch's training is young or a batch is full.
+  void report(const progress_report& p);
+  /// Sends the step reports that wait now (a rank's last step: nothing follows it).
+  void flush_progress();
+
   /// Takes an assignment: fenced messages of older epochs are dropped from now on.
   void enter(const worker_assignment& a);
 
@@ -212,6 +223,14 @@ class rank_session {
   caf::actor actor_;
   /// Set once the actor is exposed on the bridge (the constructor waits for it).
   std::promise<void> exposed_;
+
+  // Step reports waiting for the next heartbeat, all of one epoch; the mutex is held across their
+  // send, so that what one thread sends after them cannot overtake them.
+  void send_progress();
+  std::mutex progress_mutex_;
+  std::vector<progress_report> progress_;
+  /// The epoch of the newest report, and when its first report was made.
+  std::optional<std::pair<epoch_t, clock::time_point>> progress_epoch_;
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;

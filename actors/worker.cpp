@@ -278,13 +278,14 @@ void worker_runtime::train(const start_training& start) {
           p.snapshot_ns = ns_since(snap_start);
       }
     }
-    session_.to_agent(p);
+    session_.report(p);
     // The next epoch's mailbox, once this one trains: never on the recovery path.
     if (r->step.value() == start.restore_step.value() + 1)
       (void)ring_->prepare();
     previous_end = step_end;
   }
   (void)publish_pending();  // the last step's
+  session_.flush_progress();
   spdlog::info("rank {} finished all {} steps", a.rank.value(), task->total_steps());
 }
 

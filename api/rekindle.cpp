@@ -505,7 +505,7 @@ int rk_step_done(rk_rank* rk, uint64_t step, double loss, uint64_t tokens) {
     const auto communication_ns = rk->communication_ns.value_or(0);
     const auto data_ns = rk->data_ns.value_or(0);
     const auto compute_ns = rk->compute_ns.value_or(std::max<std::int64_t>(step_ns - communication_ns - data_ns, 0));
-    rk->session->to_agent(actors::progress_report{a.epoch, a.rank, step_t{step}, loss, step_ns, compute_ns,
+    rk->session->report(actors::progress_report{a.epoch, a.rank, step_t{step}, loss, step_ns, compute_ns,
                                                   communication_ns, rk->snapshot_ns, tokens, data_ns, 0});
     rk->snapshot_ns = 0;
     rk->compute_ns.reset();

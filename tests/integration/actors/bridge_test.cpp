@@ -2,6 +2,7 @@
 
 #include "actors/bridge.hpp"
 #include "actors/messages.hpp"
+#include "tests/support/bridge_process.hpp"
 
 #include <algorithm>
 #include <set>
@@ -13,31 +14,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// One process's actor system and bridge.
-struct process {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::unique_ptr<bridge> b;
-  process(bool listen, std::uint32_t node, std::string token = "bridge-test-token-0123456789",
-          std::string readonly_token = "") {
-    register_message_types(cfg);
-    register_bridge_types(cfg);
-    cfg.set("scheduler.max-threads", 2);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    transport::messenger_options o;
-    o.name = "node" + std::to_string(node);
-    o.node = node;
-    o.token = token;
-    o.readonly_token = readonly_token;
-    o.net_devices = "lo";
-    if (listen)
-      o.listen_host = "127.0.0.1";
-    auto started = bridge::start(*sys, o);
-    EXPECT_TRUE(started) << started.error();
-    b = std::move(*started);
-  }
-  ~process() { b->shutdown(); }
-};
+using process = testing::bridge_process;
 
 // A peer holding only the read-only token may ask (admin requests, which the supervisor answers
 // or refuses), never command: every other message kind, sent straight to an agent, a checkpoint
