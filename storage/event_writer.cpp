@@ -3,12 +3,14 @@
 namespace rekindle::storage::detail {
 
 event_writer::event_writer(sink write, std::uint64_t durable_seq, std::size_t batch,
-                           std::chrono::milliseconds delay, std::size_t max_pending)
+                           std::chrono::milliseconds delay, std::size_t max_pending, sync_sink sync)
     : write_(std::move(write)),
+      sync_(std::move(sync)),
       batch_(batch == 0 ? 1 : batch),
       delay_(delay),
       max_pending_(max_pending == 0 ? 1 : max_pending),
       last_seq_(durable_seq),
+      written_seq_(durable_seq),
       durable_seq_(durable_seq),
       thread_([this] { run(); }) {}
 
@@ -34,14 +36,18 @@ expected<std::uint64_t> event_writer::append(const std::function<std::string(std
   return seq;
 }
 
-status event_writer::flush() {
+status event_writer::flush() { return wait_for(durable_seq_); }
+
+status event_writer::flush_written() { return wait_for(written_seq_); }
+
+status event_writer::wait_for(const std::uint64_t& reached) {
   std::unique_lock lock{mu_};
   const std::uint64_t target = last_seq_;
   ++flushers_;
   wake_.notify_one();
-  done_.wait(lock, [&] { return durable_seq_ >= target || !error_.ok() || stopped_; });
+  done_.wait(lock, [&] { return reached >= target || !error_.ok() || stopped_; });
   --flushers_;
-  if (durable_seq_ >= target)
+  if (reached >= target)
     return {};
   if (!error_.ok())
     return error_;
@@ -97,6 +103,21 @@ void event_writer::run() {
     status st = write_(batch);
     lock.lock();
     // Step 3.
+    if (!st.ok()) {
+      error_ = std::move(st);
+      done_.notify_all();
+      continue;
+    }
+    written_seq_ = batch.back().seq;
+    if (!sync_) {
+      durable_seq_ = written_seq_;
+      done_.notify_all();
+      continue;
+    }
+    done_.notify_all();
+    lock.unlock();
+    st = sync_();
+    lock.lock();
     if (st.ok())
       durable_seq_ = batch.back().seq;
     else

@@ -537,20 +537,21 @@ expected<std::unique_ptr<state_store>> state_store::open(const fs::path& dir, st
   }
 
   impl* raw_impl = p.get();
+  // Each batch written, then the log synced outside the write path: the supervisor's own writes
+  // (a rank's snapshot step, every few steps) do not queue behind this fsync, which takes seconds
+  // on a disk busy writing back other data (one waited 364 ms behind it here), and a reader of
+  // the log (`rekindle events`) waits only for the write.
   p->events = std::make_unique<detail::event_writer>(
       [raw_impl](const std::vector<detail::pending_event>& batch) {
         rocksdb::WriteBatch b;
         for (const auto& e : batch)
           b.Put(key_u64(prefix_event, e.seq), e.value);
-        // Written, then the log synced outside the write path: the supervisor's own writes (a
-        // rank's snapshot step, every few steps) do not queue behind this fsync, which takes
-        // seconds on a disk busy writing back other data (one waited 364 ms behind it here).
-        const auto what = "event log: write of events " + std::to_string(batch.front().seq) + ".." +
-                          std::to_string(batch.back().seq);
-        RK_RETURN_IF_ERROR(raw_impl->write(b, false, what));
-        return raw_impl->sync_log(what);
+        return raw_impl->write(b, false,
+                               "event log: write of events " + std::to_string(batch.front().seq) + ".." +
+                                   std::to_string(batch.back().seq));
       },
-      last_seq, options.event_batch, options.event_delay, options.event_max_pending);
+      last_seq, options.event_batch, options.event_delay, options.event_max_pending,
+      [raw_impl] { return raw_impl->sync_log("event log"); });
   return std::unique_ptr<state_store>{new state_store{std::move(p)}};
 }
 
@@ -794,6 +795,12 @@ status state_store::flush_events() {
   if (!impl_->events)
     return impl_->closed();
   return impl_->events->flush();
+}
+
+status state_store::flush_events_readable() {
+  if (!impl_->events)
+    return impl_->closed();
+  return impl_->events->flush_written();
 }
 
 std::uint64_t state_store::last_event_seq() const noexcept {

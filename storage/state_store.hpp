@@ -229,7 +229,7 @@ struct state_store_options {
 /// writer in batches (at most `event_batch` events or `event_delay` apart), each written and then
 /// the log synced outside the write path (other writes do not wait for that sync; a batch can be
 /// read, and replicated, from its write, and is durable from the sync); `flush_events` returns
-/// once every event appended before it is durable. Durable events are always a prefix of
+/// once every event appended before it is durable, `flush_events_readable` once it is written. Durable events are always a prefix of
 /// the appended ones: a crash loses only a tail.
 ///
 /// A checkpoint manifest moves through these states:
@@ -346,6 +346,9 @@ class state_store {
   [[nodiscard]] expected<std::uint64_t> append_event(event e);
   /// Returns once every event appended before this call is durable, or the writer's error.
   [[nodiscard]] status flush_events();
+  /// Returns once every event appended before this call is written (`events_after` reads it),
+  /// durable or not, or the writer's error: for a reader, who need not wait for the log's sync.
+  [[nodiscard]] status flush_events_readable();
   /// The sequence number the last `append_event` returned (or the last durable one after open).
   [[nodiscard]] std::uint64_t last_event_seq() const noexcept;
   /// The newest durable event's sequence number.

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <thread>
 
 namespace rekindle::storage::detail {
 namespace {
@@ -74,6 +75,42 @@ TEST(event_writer, stop_writes_what_is_pending) {
   EXPECT_TRUE(w.stop().ok()) << "idempotent";
   EXPECT_EQ(add(w).to_status().code(), errc::failed_precondition);
   EXPECT_TRUE(w.flush().ok()) << "everything appended is durable";
+}
+
+// A reader waits for the write only: while the log's sync hangs, flush_written returns and
+// flush does not; once the sync ends, both have reached the event, and a failed sync is an error
+// that sticks, as a failed write is.
+TEST(event_writer, a_reader_waits_for_the_write_not_for_the_sync) {
+  recording_sink sink;
+  std::atomic<bool> release{false}, fail_sync{false};
+  event_writer w{sink.get(), 0, 1000, std::chrono::hours{1}, 1000, [&]() -> status {
+                   // A sync that takes until the test releases it (30 s at most).
+                   for (int i = 0; i < 30000 && !release; ++i)
+                     std::this_thread::sleep_for(1ms);
+                   if (fail_sync)
+                     return status{errc::io_error, "sync failed"};
+                   return {};
+                 }};
+  ASSERT_TRUE(add(w).has_value());
+  ASSERT_TRUE(add(w).has_value());
+  ASSERT_TRUE(w.flush_written().ok());
+  EXPECT_EQ(w.durable_seq(), 0u) << "the sync has not ended";
+  std::atomic<bool> flushed{false};
+  std::thread durable{[&] {
+    EXPECT_TRUE(w.flush().ok());
+    flushed = true;
+  }};
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(flushed) << "flush returned before the sync";
+  release = true;
+  durable.join();
+  EXPECT_EQ(w.durable_seq(), 2u);
+
+  fail_sync = true;
+  ASSERT_TRUE(add(w).has_value());
+  EXPECT_EQ(w.flush().code(), errc::io_error);
+  EXPECT_EQ(w.durable_seq(), 2u) << "written, never synced";
+  EXPECT_EQ(add(w).to_status().code(), errc::io_error) << "no append after a failed sync";
 }
 
 }  // namespace

@@ -658,6 +658,18 @@ TEST_F(store_fixture, a_write_does_not_queue_behind_the_sync_of_the_event_log) {
   EXPECT_LT(waited, std::chrono::milliseconds{2000})
       << "the write waited " << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
       << " ms for a sync of 4000 ms";
+  // Nor does a reader of the log (`rekindle events`, answered by the supervisor's actor): the
+  // event is read from its write.
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s->flush_events_readable().ok());
+  const auto read_waited = std::chrono::steady_clock::now() - t1;
+  EXPECT_LT(read_waited, std::chrono::milliseconds{2000})
+      << "the reader waited " << std::chrono::duration_cast<std::chrono::milliseconds>(read_waited).count()
+      << " ms for a sync of 4000 ms";
+  const auto seen = s->events_after(0);
+  ASSERT_TRUE(seen.has_value()) << seen.error();
+  ASSERT_FALSE(seen->empty());
+  EXPECT_EQ(seen->back().kind, "rank_exited");
   fs->armed = false;
   ASSERT_TRUE(s->flush_events().ok());
   EXPECT_EQ(s->durable_event_seq(), s->last_event_seq());
