@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -125,7 +126,10 @@ class messenger::impl {
       std::lock_guard lock{mutex_};
       posted_.push_back(std::move(task));
     }
-    wake();
+    // A loop that is awake takes the task before it sleeps (it looks at posted_ after it says it
+    // sleeps, under the same mutex): only a sleeping one needs the event, a system call each side.
+    if (asleep_.exchange(false))
+      wake();
   }
 
   [[nodiscard]] bool on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_thread_id_; }
@@ -366,8 +370,7 @@ class messenger::impl {
       any = true;
       if (key == key_wake) {
         std::uint64_t drained = 0;
-        while (::read(wake_fd_, &drained, sizeof drained) > 0) {
-        }
+        (void)!::read(wake_fd_, &drained, sizeof drained);  // an eventfd's one read takes all
       } else if (key == key_listener) {
         on_listener();
       } else if ((key & key_peer_bit) != 0) {
@@ -583,38 +586,50 @@ class messenger::impl {
         break;
       while (ucp_worker_progress(worker_->get()) != 0)
         active = true;
+      // Work after the UCX progress (a deferred callback, a throttled frame released) may have
+      // sent: one more pass before the loop sleeps. The tasks ran before the progress, which has
+      // taken what they sent.
+      bool again = false;
       while (!deferred_.empty()) {
         auto f = std::move(deferred_.front());
         deferred_.pop_front();
         f();
-        active = true;
+        again = true;
       }
-      if (poll_sockets(0))
-        active = true;
       auto wake = clock_type::time_point::max();
       if (!throttles_.empty() && release_throttled(wake))
-        active = true;
+        again = true;
       const auto now = clock_type::now();
       if (now >= next_tick) {
         tick(now);
         next_tick = now + std::min<clock_type::duration>(options_.keepalive, 100ms);
       }
-      if (active) {
+      if (active || again)
         last_active = now;
+      // The sockets are polled here only by a loop that will not sleep now; a sleep's wait takes
+      // their events (level-triggered: none is missed). A message's wake-up is then one wait, the
+      // progress that takes it, the arm and the next wait, not two passes of polls.
+      if (again || !deferred_.empty() || now - last_active < options_.spin) {
+        (void)poll_sockets(0);
         continue;
       }
-      if (now - last_active < options_.spin)
-        continue;
+      asleep_.store(true);
       {
         std::lock_guard lock{mutex_};
-        if (!posted_.empty())
+        if (!posted_.empty()) {
+          asleep_.store(false);
           continue;
+        }
       }
       const auto s = ucp_worker_arm(worker_->get());
-      if (s == UCS_ERR_BUSY)
+      if (s == UCS_ERR_BUSY) {
+        asleep_.store(false);
+        (void)poll_sockets(0);  // busy UCX traffic does not starve the sockets
         continue;
+      }
       const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::min(next_tick, wake) - clock_type::now());
       (void)poll_sockets(static_cast<int>(std::max<std::int64_t>(wait.count(), 0)));
+      asleep_.store(false);
     }
     close_all();
   }
@@ -1136,6 +1151,8 @@ class messenger::impl {
   std::uint64_t handshake_failures_not_logged_ = 0;
   std::uint16_t port_ = 0;
   int wake_fd_ = -1;
+  // The loop is about to wait or waits: a posted task must write wake_fd_.
+  std::atomic<bool> asleep_{false};
   int epoll_fd_ = -1;
   std::thread thread_;
   std::thread::id loop_thread_id_;
