@@ -701,6 +701,7 @@ void agent_actor::kill_hung(const worker& w, const kill_request& k) {
   // a kernel or a syscall shows where; the kill follows whether or not it could be taken.
   ++agent_threads;
   std::thread([self = caf::actor_cast<caf::actor>(this), pid = w.pid, k, node = ctx_->node]() mutable {
+    name_this_thread("rk-stack");
     auto stack = capture_stack(pid, std::chrono::seconds{5});
     ::kill(pid, k.signal);
     rank_stack out{k.epoch, k.rank, node, {}, {}};
@@ -720,6 +721,7 @@ void agent_actor::start_node_check(std::uint64_t id, double slow_factor, const s
   options.slow_only = slow_only;
   ++agent_threads;
   std::thread([self = caf::actor_cast<caf::actor>(this), options, id, node = ctx_->node]() mutable {
+    name_this_thread("rk-node-check");
     caf::anon_send(self, report_of(node, id, check_node(options)));
     self = caf::actor{};  // released before the daemon may take its actor system down
     --agent_threads;

@@ -6,6 +6,7 @@
 #include "actors/messages.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "common/files.hpp"
+#include "common/process.hpp"
 #include "common/text.hpp"
 #include "storage/state_replica.hpp"
 #include "storage/state_store.hpp"
@@ -141,6 +142,7 @@ leadership::~leadership() {
 }
 
 void leadership::run() {
+  name_this_thread("rk-leadership");
   std::unique_lock lock{mutex_};
   while (!stopping_) {
     lock.unlock();

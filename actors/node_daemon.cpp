@@ -22,6 +22,7 @@
 #include "actors/status_board.hpp"
 #include "actors/supervisor_actor.hpp"
 #include "common/files.hpp"
+#include "common/process.hpp"
 #include "common/service_notify.hpp"
 #include "storage/state_store.hpp"
 #include "training/training_task.hpp"
@@ -237,6 +238,7 @@ int run_node_daemon(daemon_options o) {
   std::atomic<bool> stopping{false};
   const int child_fd = signalfd(-1, &child_signal, SFD_CLOEXEC | SFD_NONBLOCK);
   std::thread reaper([&] {
+    name_this_thread("rk-reaper");
     while (!stopping.load()) {
       pollfd pfd{child_fd, POLLIN, 0};
       (void)poll(&pfd, 1, 100);

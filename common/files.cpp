@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/text.hpp"
+#include "common/process.hpp"
 
 namespace rekindle {
 
@@ -121,6 +122,7 @@ bool background_file_writer::flush(std::chrono::milliseconds timeout) {
 }
 
 void background_file_writer::run(const std::shared_ptr<state>& s) {
+  name_this_thread("rk-file-writer");
   std::map<std::filesystem::path, bool> failing;
   std::unique_lock lock{s->mutex};
   for (;;) {

@@ -1,6 +1,7 @@
 #include "common/process.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -188,6 +189,12 @@ void kill_child_group(pid_t pid) noexcept {
   ::kill(pid, SIGKILL);
   while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
   }
+}
+
+void name_this_thread(const char* name) noexcept {
+  char kept[16] = {};
+  std::strncpy(kept, name, sizeof kept - 1);
+  (void)pthread_setname_np(pthread_self(), kept);
 }
 
 }  // namespace rekindle

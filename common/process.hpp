@@ -57,4 +57,8 @@ struct child_options {
 /// nothing for pid <= 0.
 void kill_child_group(pid_t pid) noexcept;
 
+/// Names the calling thread as `top -H`, `perf` and /proc/PID/task/TID/comm show it (the
+/// service's threads are named "rk-…"; at most 15 characters are kept).
+void name_this_thread(const char* name) noexcept;
+
 }  // namespace rekindle

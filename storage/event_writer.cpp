@@ -1,5 +1,7 @@
 #include "storage/event_writer.hpp"
 
+#include "common/process.hpp"
+
 namespace rekindle::storage::detail {
 
 event_writer::event_writer(sink write, std::uint64_t durable_seq, std::size_t batch,
@@ -79,6 +81,7 @@ std::uint64_t event_writer::durable_seq() const {
 }
 
 void event_writer::run() {
+  name_this_thread("rk-event-log");
   std::unique_lock lock{mu_};
   for (;;) {
     // Step 2: wait for a reason to write.

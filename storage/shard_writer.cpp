@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "common/checksum.hpp"
+#include "common/process.hpp"
 
 namespace rekindle::storage {
 
@@ -66,6 +67,7 @@ std::optional<shard_job> shard_writer::take(std::deque<shard_job>& queue) {
 }
 
 void shard_writer::copy_loop() {
+  name_this_thread("rk-shard-copy");
   for (;;) {
     auto next = take(to_copy_);
     if (!next)
@@ -99,6 +101,7 @@ void shard_writer::copy_loop() {
 }
 
 void shard_writer::write_loop() {
+  name_this_thread("rk-shard-write");
   lower_priority();
   for (;;) {
     auto next = take(to_write_);

@@ -12,6 +12,7 @@
 
 #include "common/checksum.hpp"
 #include "common/clock.hpp"
+#include "common/process.hpp"
 #include "kernels/float_mode.hpp"
 #include "kernels/layout.hpp"
 #include "kernels/optimizer.hpp"
@@ -419,7 +420,10 @@ class data_parallel_task final : public training_task {
       export_result_ = export_into(h, out);
       return {};
     }
-    pending_export_ = std::async(std::launch::async, [this, h, out] { return export_into(h, out); });
+    pending_export_ = std::async(std::launch::async, [this, h, out] {
+      name_this_thread("rk-snapshot");
+      return export_into(h, out);
+    });
     return {};
   }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/check.hpp"
+#include "common/process.hpp"
 #include "transport/handshake.hpp"
 #include "transport/ucx.hpp"
 
@@ -568,6 +569,7 @@ class messenger::impl {
 
   // The loop: posted tasks, UCX progress, deferred callbacks, timers; poll while busy, else block.
   void run() {
+    name_this_thread("rk-messenger");
     loop_thread_id_ = std::this_thread::get_id();
     auto last_active = clock_type::now();
     auto next_tick = last_active + options_.keepalive;

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <thread>
 
+#include "common/process.hpp"
+
 namespace rekindle::web {
 
 struct http_server::impl {
@@ -103,7 +105,10 @@ expected<std::unique_ptr<http_server>> http_server::start(server_options o, std:
                                            " (in use, or not an address of this host)"};
     p->port = o.port;
   }
-  p->thread = std::thread([srv = &p->server] { srv->listen_after_bind(); });
+  p->thread = std::thread([srv = &p->server] {
+    name_this_thread("rk-http");
+    srv->listen_after_bind();
+  });
   // stop() only ends a server that runs: wait until it does.
   for (int i = 0; i < 500 && !s.is_running(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds{10});

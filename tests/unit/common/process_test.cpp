@@ -142,5 +142,25 @@ TEST(process, capture_stack_shows_where_a_process_waits) {
   EXPECT_NE(gone.error().message().find("eu-stack could not read process 999999999"), std::string::npos) << gone.error();
 }
 
+// A thread is named for top -H, perf and /proc; a name over the kernel's 15 characters is cut,
+// not refused.
+TEST(name_this_thread, names_the_calling_thread_and_cuts_a_long_name) {
+  const auto comm_of = [](pid_t tid) {
+    std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+    std::string name;
+    std::getline(in, name);
+    return name;
+  };
+  std::string shown, cut;
+  std::thread([&] {
+    name_this_thread("rk-test");
+    shown = comm_of(gettid());
+    name_this_thread("rk-a-name-longer-than-fifteen");
+    cut = comm_of(gettid());
+  }).join();
+  EXPECT_EQ(shown, "rk-test");
+  EXPECT_EQ(cut, "rk-a-name-longe");
+}
+
 }  // namespace
 }  // namespace rekindle
