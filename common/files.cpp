@@ -11,8 +11,8 @@
 #include <fstream>
 #include <thread>
 
-#include "common/text.hpp"
 #include "common/process.hpp"
+#include "common/text.hpp"
 
 namespace rekindle {
 

@@ -229,8 +229,8 @@ struct state_store_options {
 /// writer in batches (at most `event_batch` events or `event_delay` apart), each written and then
 /// the log synced outside the write path (other writes do not wait for that sync; a batch can be
 /// read, and replicated, from its write, and is durable from the sync); `flush_events` returns
-/// once every event appended before it is durable, `flush_events_readable` once it is written. Durable events are always a prefix of
-/// the appended ones: a crash loses only a tail.
+/// once every event appended before it is durable, `flush_events_readable` once it is written.
+/// Durable events are always a prefix of the appended ones: a crash loses only a tail.
 ///
 /// A checkpoint manifest moves through these states:
 ///
