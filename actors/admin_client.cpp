@@ -43,7 +43,7 @@ expected<std::unique_ptr<admin_client>> admin_client::connect(const config::spec
   o.name = "rekindle shell";
   o.node = 0xffffffffu;
   o.token = target.token.empty() ? spec.security.token : target.token;
-  o.keepalive = spec.timeouts.heartbeat;
+  o.keepalive = spec.timeouts.keepalive();
   o.peer_timeout = std::max<std::chrono::nanoseconds>(spec.timeouts.node, std::chrono::seconds{5});
   // No net_devices: transport.net_devices names the nodes' devices, and the shell runs wherever
   // it is started (a node, a login host, another network namespace), so UCX chooses among this

@@ -24,7 +24,7 @@ transport::messenger_options messenger_options_for(const config::spec& spec, nod
   mo.name = std::move(name);
   mo.node = node.value();
   mo.token = spec.security.token;
-  mo.keepalive = spec.timeouts.heartbeat;
+  mo.keepalive = spec.timeouts.keepalive();
   mo.peer_timeout = spec.timeouts.node;
   mo.max_frame_size =
       std::max<std::uint64_t>(spec.transport.max_frame_size, 2 * training::snapshot_capacity(spec) + (1 << 20));

@@ -56,17 +56,18 @@ class session_actor : public caf::event_based_actor {
     send(this, tick_atom::value);
     return {
         [this](tick_atom) {
-          const auto at = s_->collectives.now();
-          std::uint64_t epoch = 0;
-          {
-            std::lock_guard lock{s_->mutex_};
-            epoch = s_->assigned_epoch_;
+          if (const auto index = s_->heartbeat_index_.load(); index != rank_session::no_rank) {
+            const auto at = s_->collectives.now();
+            std::uint64_t epoch = 0;
+            {
+              std::lock_guard lock{s_->mutex_};
+              epoch = s_->assigned_epoch_;
+            }
+            // The step reports made since the last tick go first, in the same wake-up.
+            s_->to_agent(worker_heartbeat{index, epoch_t{epoch}, at.seq, at.kind, at.phase, at.for_how_long.count(),
+                                          at.p2p.kind, at.p2p.phase, at.p2p.peer, at.p2p.for_how_long.count()});
           }
-          // The step reports made since the last tick go first, in the same wake-up.
-          s_->to_agent(worker_heartbeat{s_->ctx_.local_index.value_or(~0u), epoch_t{epoch}, at.seq, at.kind, at.phase,
-                                        at.for_how_long.count(), at.p2p.kind, at.p2p.phase, at.p2p.peer,
-                                        at.p2p.for_how_long.count()});
-          delayed_send(this, s_->ctx_.spec.timeouts.heartbeat, tick_atom::value);
+          delayed_send(this, s_->ctx_.spec.timeouts.keepalive(), tick_atom::value);
         },
         [this](const envelope&, const worker_activate& a) { s_->push(a); },
         [this](const envelope&, const worker_assignment& a) { s_->push(a); },
@@ -123,7 +124,7 @@ class session_actor : public caf::event_based_actor {
 // ---- rank_session ------------------------------------------------------------------------------
 
 rank_session::rank_session(caf::actor_system& sys, worker_context ctx, std::optional<storage::snapshot_slot> slot)
-    : ctx_(std::move(ctx)), slot_(std::move(slot)) {
+    : ctx_(std::move(ctx)), slot_(std::move(slot)), heartbeat_index_(ctx_.local_index.value_or(no_rank)) {
   auto exposed = exposed_.get_future();
   actor_ = sys.spawn<session_actor>(this);
   // Nothing may be sent before the actor can take the answer: a frame for an actor not yet
@@ -246,6 +247,7 @@ status rank_session::activate(std::uint32_t index) {
     return slot.error().with_context("opening the slot of local rank " + std::to_string(index));
   slot_ = std::move(*slot);
   ctx_.local_index = index;
+  heartbeat_index_.store(index);
   return {};
 }
 

@@ -223,6 +223,11 @@ class rank_session {
   caf::actor actor_;
   /// Set once the actor is exposed on the bridge (the constructor waits for it).
   std::promise<void> exposed_;
+  /// The local rank the heartbeats name, for the actor's thread; `no_rank` for a standby not yet
+  /// activated, which sends none (its agent has nothing to detect: the transport's keep-alives
+  /// keep its connection).
+  static constexpr std::uint32_t no_rank = ~0u;
+  std::atomic<std::uint32_t> heartbeat_index_{no_rank};
 
   // Step reports waiting for the next heartbeat, all of one epoch; the mutex is held across their
   // send, so that what one thread sends after them cannot overtake them.

@@ -16,7 +16,8 @@
 // bare), so a drift of the machine hits every kind alike. Each run reports, over its steps after
 // --warmup: the mean period of rank 0's training loop (wall time from the end of one step to the
 // end of the next: the snapshot and everything else in it), and the CPU time per step of every
-// process of the job (the ranks, and the daemon with its standbys under the service). Each kind's
+// process of the job (the ranks, and the daemon with its standbys under the service): their CPU
+// seconds per second between --warmup and the run's last fifth, times the mean step. Each kind's
 // overhead is the median over the rounds of its ratio to the bare run of the same round, with
 // the middle half and the range of those ratios. Each run also counts its processes' wake-ups per
 // step (the times their threads blocked and were woken: messages, timers, locks), a figure that
@@ -81,7 +82,7 @@ std::vector<kind> kinds_of(const options& o) {
 }
 
 // One run's figures: seconds per step, wall (rank 0's loop period) and CPU (every process of the
-// job, over the steps the sampler saw), and the job's wake-ups per step.
+// job, at its rate while the sampler watched), and the job's wake-ups per step.
 struct run_figures {
   double wall = 0;
   double cpu = 0;
@@ -108,45 +109,60 @@ std::vector<std::pair<std::uint64_t, double>> slow_steps_of(const std::vector<do
   return out;
 }
 
-// Samples what the job's processes used every 100 ms, with the step rank 0 had finished; the CPU
-// seconds and wake-ups per step between the first sample at or past `from` and the last before
-// `to`.
+// Samples what the job's processes used (CPU seconds, wake-ups), polled every 100 ms, each time the
+// step seen (rank 0's) changes between `from` and `to`.
 class usage_sampler {
  public:
   usage_sampler(std::function<tree_usage()> usage, std::function<std::uint64_t()> step, std::uint64_t from,
                 std::uint64_t to)
       : usage_(std::move(usage)), step_(std::move(step)), from_(from), to_(to) {}
 
+  // A sample is taken when the step seen changes, inside [from, to).
   void sample() {
     const auto s = step_();
-    if (s < from_ || s >= to_)
+    if (s < from_ || s >= to_ || (last_ && s == last_->step) || (first_ && s == first_->step))
       return;
-    const auto u = usage_();
-    if (!first_) {
-      first_ = {s, u};
-      return;
-    }
-    if (s > first_->first)
-      last_ = {s, u};
+    const sample_at at{s, clock_type::now(), usage_()};
+    if (!first_)
+      first_ = at;
+    else
+      last_ = at;
   }
 
-  [[nodiscard]] double cpu_per_step() const {
-    return steps() == 0 ? 0 : (last_->second.cpu_seconds - first_->second.cpu_seconds) / steps();
+  // The job's use while it trained (per second between the first and last sample) times a step's
+  // wall time: where the step seen lags the step trained (a service's reports wait for the
+  // worker's heartbeat, then the agent's, then status.json's next write), a figure per step counted
+  // would be off by the lag at either end; the rate over a window inside the training is not.
+  [[nodiscard]] double cpu_per_step(double step_seconds) const {
+    return seconds() <= 0 ? 0 : (last_->usage.cpu_seconds - first_->usage.cpu_seconds) / seconds() * step_seconds;
   }
-  [[nodiscard]] double wakeups_per_step() const {
-    return steps() == 0 ? 0 : static_cast<double>(last_->second.wakeups - first_->second.wakeups) / steps();
+  [[nodiscard]] double wakeups_per_step(double step_seconds) const {
+    return seconds() <= 0
+               ? 0
+               : static_cast<double>(last_->usage.wakeups - first_->usage.wakeups) / seconds() * step_seconds;
   }
 
  private:
-  [[nodiscard]] double steps() const {
-    return first_ && last_ ? static_cast<double>(last_->first - first_->first) : 0;
+  struct sample_at {
+    std::uint64_t step;
+    clock_type::time_point at;
+    tree_usage usage;
+  };
+  [[nodiscard]] double seconds() const {
+    return first_ && last_ ? std::chrono::duration<double>(last_->at - first_->at).count() : 0;
   }
 
   std::function<tree_usage()> usage_;
   std::function<std::uint64_t()> step_;
   std::uint64_t from_, to_;
-  std::optional<std::pair<std::uint64_t, tree_usage>> first_, last_;
+  std::optional<sample_at> first_, last_;
 };
+
+// The last step a sample may see: a fifth of the run before its end, so that the window ends
+// while the job still trains even where the step seen lags the step trained (by up to a second in
+// a service: a worker's heartbeat every 750 ms in the benchmark's configuration, then the agent's
+// tick, then status.json's next write).
+std::uint64_t sample_until(const options& o) { return o.steps - std::max<std::uint64_t>(o.steps / 5, 1); }
 
 // Whether child `pid` has ended, leaving it to be reaped.
 bool ended(pid_t pid) {
@@ -175,7 +191,7 @@ run_figures run_bare_kind(const options& o, const model_choice& m, int world, co
                           }
                           return sum;
                         },
-                        [&] { return watch.step(); }, o.warmup, o.steps - 1};
+                        [&] { return watch.step(); }, o.warmup, sample_until(o)};
   const auto steps = run_bare(cfg, world, dir, [&](const std::vector<pid_t>& pids) {
     ranks = pids;
     // Until rank 0 is done: the ranks are waited for once this returns.
@@ -189,8 +205,8 @@ run_figures run_bare_kind(const options& o, const model_choice& m, int world, co
   run_figures f;
   f.wall = mean_after(steps.seconds, o.warmup);
   f.slow_steps = slow_steps_of(steps.seconds, o.warmup);
-  f.cpu = sampler.cpu_per_step();
-  f.wakeups = sampler.wakeups_per_step();
+  f.cpu = sampler.cpu_per_step(f.wall);
+  f.wakeups = sampler.wakeups_per_step(f.wall);
   f.ok = f.wall > 0 && f.cpu > 0;
   return f;
 }
@@ -200,7 +216,8 @@ run_figures run_service_kind(const options& o, const model_choice& m, int world,
   if (k == kind::sync)
     text.replace(text.find("[checkpoint]\n"), 13, "[checkpoint]\noverlap = false\n");
   cluster c(dir, text);
-  usage_sampler sampler{[&] { return usage_of_tree(c.pid()); }, [&] { return c.file_step(); }, o.warmup, o.steps - 1};
+  usage_sampler sampler{[&] { return usage_of_tree(c.pid()); }, [&] { return c.file_step(); }, o.warmup,
+                        sample_until(o)};
   const auto until = clock_type::now() + 600s;
   // Watch status.json only (the supervisor writes it anyway): no admin request while it trains.
   while (clock_type::now() < until && c.file_step() < o.steps) {
@@ -220,8 +237,8 @@ run_figures run_service_kind(const options& o, const model_choice& m, int world,
   const auto step_seconds = report.value("step_seconds", std::vector<double>{});
   f.wall = mean_after(step_seconds, o.warmup);
   f.slow_steps = slow_steps_of(step_seconds, o.warmup);
-  f.cpu = sampler.cpu_per_step();
-  f.wakeups = sampler.wakeups_per_step();
+  f.cpu = sampler.cpu_per_step(f.wall);
+  f.wakeups = sampler.wakeups_per_step(f.wall);
   f.ok = f.wall > 0 && f.cpu > 0;
   return f;
 }
@@ -415,8 +432,9 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (bare_rank >= 0)
     return rekindle::bench::run_bare_rank(config, bare_rank, world, dir, !private_buffers);
-  if (o.warmup + 10 > o.steps) {
-    std::cerr << "overhead: --steps must exceed --warmup by at least 10\n";
+  if (o.warmup + 10 > rekindle::bench::sample_until(o)) {
+    std::cerr << "overhead: --steps (" << o.steps << ") must leave 10 steps between --warmup (" << o.warmup
+              << ") and the run's last fifth, where its CPU time is not sampled\n";
     return 2;
   }
   return rekindle::bench::run(o);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -217,7 +218,8 @@ struct checkpoint_spec {
 };
 
 struct timeouts_spec {
-  /// Interval of agent heartbeats and transport keep-alives. Default: 100ms.
+  /// Interval of the node daemons' heartbeats to the supervisor (and of the supervisor's and
+  /// agents' timers). Default: 100ms.
   nanoseconds heartbeat = std::chrono::milliseconds{100};
   /// A node is lost after this long without heartbeats. Default: 1s.
   nanoseconds node = std::chrono::seconds{1};
@@ -227,6 +229,12 @@ struct timeouts_spec {
   nanoseconds rendezvous = std::chrono::seconds{30};
   /// Deadline of one collective call. Default: 10s.
   nanoseconds collective = std::chrono::seconds{10};
+
+  /// How often a process says it is alive where nothing else says so: a worker's heartbeat to its
+  /// node's daemon, and the transport's keep-alive to a peer that was sent nothing for this long.
+  /// A quarter of `node` (a peer is lost after four missed ones), never more often than
+  /// `heartbeat`: what detection needs, not more (each is a wake-up of two processes).
+  [[nodiscard]] nanoseconds keepalive() const noexcept { return std::max(heartbeat, node / 4); }
 
   bool operator==(const timeouts_spec&) const = default;
 };

@@ -572,7 +572,7 @@ class messenger::impl {
     name_this_thread("rk-messenger");
     loop_thread_id_ = std::this_thread::get_id();
     auto last_active = clock_type::now();
-    auto next_tick = last_active + options_.keepalive;
+    auto next_tick = last_active + std::min<clock_type::duration>(options_.keepalive, options_.peer_timeout / 4);
     last_tick_ = last_active;
     std::vector<std::function<void()>> tasks;
     while (true) {
@@ -602,10 +602,8 @@ class messenger::impl {
       if (!throttles_.empty() && release_throttled(wake))
         again = true;
       const auto now = clock_type::now();
-      if (now >= next_tick) {
-        tick(now);
-        next_tick = now + std::min<clock_type::duration>(options_.keepalive, 100ms);
-      }
+      if (now >= next_tick)
+        next_tick = tick(now);
       if (active || again)
         last_active = now;
       // The sockets are polled here only by a loop that will not sleep now; a sleep's wait takes
@@ -636,8 +634,11 @@ class messenger::impl {
     close_all();
   }
 
-  // Keep-alives out, timeouts in.
-  void tick(clock_type::time_point now) {
+  // Keep-alives out, timeouts in; returns when the next one is due. The loop wakes for the
+  // earliest deadline, not on a fixed period, and at least every quarter of the peer timeout (or
+  // keep-alive interval, if shorter): a new peer's deadlines come no later than that, and a loop
+  // that ran that often knows a longer gap is its own absence.
+  clock_type::time_point tick(clock_type::time_point now) {
     // A loop that did not run for a while (the process or the machine was paused) cannot tell a
     // silent peer from its own absence: every peer gets a new timeout from now.
     if (now - last_tick_ > options_.peer_timeout / 2) {
@@ -647,19 +648,28 @@ class messenger::impl {
         p.last_recv = std::max(p.last_recv, now);
     }
     last_tick_ = now;
+    auto next = now + std::min<clock_type::duration>(options_.keepalive, options_.peer_timeout / 4);
     std::vector<std::uint64_t> expired;
     for (auto& [id, p] : peers_) {
       if (p.state != peer_state::up) {
-        if (now - p.created > options_.handshake_timeout)
+        if (now - p.created >= options_.handshake_timeout)
           expired.push_back(id);
+        else
+          next = std::min(next, p.created + options_.handshake_timeout);
         continue;
       }
-      if (now - p.last_recv > options_.peer_timeout) {
+      if (now - p.last_recv >= options_.peer_timeout) {
         expired.push_back(id);
         continue;
       }
-      if (now - p.last_send >= options_.keepalive)
+      next = std::min(next, p.last_recv + options_.peer_timeout);
+      if (now - p.last_send >= options_.keepalive) {
         send_internal(p, type_keepalive, {});
+        // Sent, or queued behind a slow-link drill (which does not count it sent yet): either
+        // way the next one is a whole interval away, or the loop would spin queueing more.
+        p.last_send = std::max(p.last_send, now);
+      }
+      next = std::min(next, p.last_send + options_.keepalive);
     }
     for (auto id : expired) {
       auto& p = peers_.at(id);
@@ -670,6 +680,7 @@ class messenger::impl {
                                    " ms"
                              : "handshake with " + p.remote + " did not complete in time"});
     }
+    return std::max(next, now + 1ms);  // never a deadline already past: the loop would spin
   }
 
   peer& add_peer(int fd, bool outbound) {

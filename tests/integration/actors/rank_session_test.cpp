@@ -2,6 +2,7 @@
 
 #include "actors/rank_session.hpp"
 #include "common/clock.hpp"
+#include "storage/snapshot_slot.hpp"
 #include "tests/support/bridge_process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -18,14 +19,17 @@ using namespace std::chrono_literals;
 // second actor system), on a clock the test moves.
 class rank_session_fixture : public ::testing::Test {
  protected:
-  void start(std::chrono::nanoseconds heartbeat) {
+  // A worker's heartbeats go every `heartbeat` (a quarter of the node timeout).
+  void start(std::chrono::nanoseconds heartbeat, std::optional<std::uint32_t> local_index = 0) {
     agent_.b->expose("agent", caf::actor{self_});
     auto peer = rank_.b->connect_blocking("127.0.0.1", agent_.b->port(), 30s);
     ASSERT_TRUE(peer) << peer.error();
     worker_context ctx;
     ctx.spec.timeouts.heartbeat = heartbeat;
+    ctx.spec.timeouts.node = 4 * heartbeat;
+    ASSERT_EQ(ctx.spec.timeouts.keepalive(), heartbeat);
     ctx.node = node_id{1};
-    ctx.local_index = 0;
+    ctx.local_index = local_index;
     ctx.node_dir = dir_.path();
     ctx.bridge = rank_.b.get();
     ctx.agent = peer->id;
@@ -43,7 +47,8 @@ class rank_session_fixture : public ::testing::Test {
   }
 
   // What the agent receives next within `within`, heartbeats left out unless `heartbeats`:
-  // "batch e<epoch>:<step>,<step>…", "trouble <detail>", "heartbeat", or "" when nothing came.
+  // "batch e<epoch>:<step>,<step>…", "trouble <detail>", "heartbeat <local index>", or "" when
+  // nothing came.
   std::string next(std::chrono::milliseconds within = 30s, bool heartbeats = false) {
     const auto until = std::chrono::steady_clock::now() + within;
     for (;;) {
@@ -58,7 +63,9 @@ class rank_session_fixture : public ::testing::Test {
               got += (i ? "," : "") + std::to_string(b.reports[i].step.value());
           },
           [&](const envelope&, const rank_trouble& t) { got = "trouble " + t.detail; },
-          [&](const envelope&, const worker_heartbeat&) { got = heartbeats ? "heartbeat" : ""; },
+          [&](const envelope&, const worker_heartbeat& h) {
+            got = heartbeats ? "heartbeat " + std::to_string(h.local_index) : "";
+          },
           caf::after(left) >> [] {});
       if (!got.empty())
         return got;
@@ -130,13 +137,31 @@ TEST_F(rank_session_fixture, waiting_step_reports_go_with_the_heartbeat) {
   std::string steps;
   while (steps != "2,3,4") {
     const auto got = next(30s, true);
-    if (got == "heartbeat")
+    if (got == "heartbeat 0")
       continue;
     ASSERT_TRUE(got.starts_with("batch e1:")) << got;
     steps += (steps.empty() ? "" : ",") + got.substr(9);
     ASSERT_TRUE(std::string{"2,3,4"}.starts_with(steps)) << steps;
-    EXPECT_EQ(next(30s, true), "heartbeat") << "a batch goes right before a heartbeat";
+    EXPECT_EQ(next(30s, true), "heartbeat 0") << "a batch goes right before a heartbeat";
   }
+}
+
+// A standby has no rank for its agent to watch: it sends no heartbeat (the transport's keep-alives
+// keep its connection) until it takes a local rank, and then heartbeats that name it.
+TEST_F(rank_session_fixture, a_standby_sends_heartbeats_only_once_it_takes_a_rank) {
+  const auto slot_name = storage::snapshot_slot::name_for(dir_.path(), config::spec{}.job.name, 2);
+  auto slot = storage::snapshot_slot::create(slot_name, 4096);
+  ASSERT_TRUE(slot) << slot.error();
+  struct remove_slot {
+    std::string name;
+    ~remove_slot() { (void)storage::snapshot_slot::remove(name); }
+  } remove{slot_name};
+
+  start(20ms, std::nullopt);
+  EXPECT_EQ(next(500ms, true), "") << "25 heartbeat intervals of a standby";
+  ASSERT_TRUE(session_->activate(2).ok());
+  EXPECT_EQ(next(30s, true), "heartbeat 2");
+  EXPECT_EQ(next(30s, true), "heartbeat 2") << "and on";
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <mutex>
 #include <numeric>
+#include <string>
 #include <thread>
 
 #include "transport/messenger.hpp"
@@ -215,11 +218,11 @@ struct connected_pair {
   peer_info peer;  // the server, as the client sees it
 };
 
-void connect_pair(connected_pair& p) {
-  auto server = messenger::start(server_options(), p.srv.handlers());
+void connect_pair(connected_pair& p, messenger_options so = server_options(), messenger_options co = client_options()) {
+  auto server = messenger::start(std::move(so), p.srv.handlers());
   ASSERT_TRUE(server) << server.error();
   p.server = std::move(*server);
-  auto client = messenger::start(client_options(), p.cli.handlers());
+  auto client = messenger::start(std::move(co), p.cli.handlers());
   ASSERT_TRUE(client) << client.error();
   p.client = std::move(*client);
   auto peer = p.client->connect_blocking("127.0.0.1", p.server->port(), 20s);
@@ -252,6 +255,48 @@ TEST(messenger, a_pause_of_both_ends_loses_no_peer) {
   EXPECT_TRUE(cli.down.empty()) << cli.down[0].second.message();
   client->send(peer.id, make_frame(5, {}));
   ASSERT_TRUE(srv.wait([&] { return srv.frames.size() == 1; }));
+}
+
+// Voluntary context switches of this process's messenger loops: each time one slept and woke.
+std::uint64_t messenger_wakeups() {
+  std::uint64_t total = 0;
+  for (const auto& task : std::filesystem::directory_iterator{"/proc/self/task"}) {
+    std::ifstream comm{task.path() / "comm"};
+    std::string name;
+    if (!std::getline(comm, name) || name != "rk-messenger")
+      continue;
+    std::ifstream status{task.path() / "status"};
+    for (std::string line; std::getline(status, line);)
+      if (line.starts_with("voluntary_ctxt_switches:"))
+        total += std::stoull(line.substr(line.find(':') + 1));
+  }
+  return total;
+}
+
+// An idle connection costs a keep-alive each way per interval, and its loops wake for those and
+// for their deadlines, not on a fixed period: with keep-alives every second, two loops idle for
+// 3 s wake about a dozen times (a loop that checked its peers every 100 ms woke over 60 times).
+TEST(messenger, an_idle_connection_wakes_its_loops_only_for_keepalives) {
+  auto so = server_options();
+  auto co = client_options();
+  so.keepalive = co.keepalive = 1s;
+  so.peer_timeout = co.peer_timeout = 8s;
+  connected_pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(p, so, co));
+  auto& [srv, cli, server, client, peer] = p;
+  std::this_thread::sleep_for(500ms);  // the handshake's traffic settles
+  const auto sent = server->stats().frames_sent + client->stats().frames_sent;
+  const auto woke = messenger_wakeups();
+  std::this_thread::sleep_for(3s);
+  const auto keepalives = server->stats().frames_sent + client->stats().frames_sent - sent;
+  const auto wakeups = messenger_wakeups() - woke;
+  std::printf("3 s idle: %llu keep-alives, %llu wake-ups of the two loops\n",
+              static_cast<unsigned long long>(keepalives), static_cast<unsigned long long>(wakeups));
+  EXPECT_GE(keepalives, 2u) << "the connection is kept alive";
+  EXPECT_LE(keepalives, 10u) << "one each way a second";
+  EXPECT_LE(wakeups, 30u);
+  EXPECT_TRUE(srv.down.empty());
+  EXPECT_TRUE(cli.down.empty());
 }
 
 TEST(messenger, a_partition_drops_traffic_both_ways_until_it_heals) {

@@ -47,11 +47,24 @@ TEST(config, minimal_file_gets_documented_defaults) {
   EXPECT_EQ(s.checkpoint.snapshot_every, 5u);
   EXPECT_EQ(s.timeouts.heartbeat, 100ms);
   EXPECT_EQ(s.timeouts.node, 1s);
+  EXPECT_EQ(s.timeouts.keepalive(), 250ms) << "a quarter of the node timeout";
   EXPECT_EQ(s.transport.max_frame_size, 16u << 20);
   EXPECT_EQ(s.transport.spin, 0ns) << "the control plane blocks at once: it shares the cores with training";
   EXPECT_EQ(s.daemon.data_dir, dir.path() / "rekindle-data");
   EXPECT_EQ(s.checkpoint.directory, dir.path() / "rekindle-data" / "checkpoints");
   EXPECT_TRUE(r.warnings.empty());
+}
+
+// Workers' heartbeats and the transport's keep-alives go as often as detection needs: four per
+// node timeout, but never more often than the daemons' heartbeats.
+TEST(config, keepalives_go_four_times_a_node_timeout_but_not_more_often_than_heartbeats) {
+  timeouts_spec t;
+  t.heartbeat = 100ms;
+  t.node = 3s;
+  EXPECT_EQ(t.keepalive(), 750ms);
+  t.heartbeat = 400ms;
+  t.node = 1s;
+  EXPECT_EQ(t.keepalive(), 400ms);
 }
 
 TEST(config, unknown_key_names_place_and_suggests) {
