@@ -273,9 +273,10 @@ struct progress_batch {
 };
 
 /// How step reports travel, one rule for a rank and its agent: they wait for the sender's next
-/// heartbeat (`timeouts.heartbeat`) and go with it as one batch, so that a step costs the control
-/// plane no wake-up of its own; they go at once while the epoch's training is younger than
-/// `prompt_for` (a recovery's first steps are seen without delay) and when `max_batch` wait.
+/// heartbeat (a worker's every `timeouts_spec::keepalive()`, an agent's every `timeouts.heartbeat`)
+/// and go with it as one batch, so that a step costs the control plane no wake-up of its own; they
+/// go at once while the epoch's training is younger than `prompt_for` (a recovery's first steps are
+/// seen without delay) and when `max_batch` wait.
 struct progress_batching {
   static constexpr std::chrono::seconds prompt_for{2};
   static constexpr std::size_t max_batch = 64;
