@@ -257,11 +257,15 @@ caf::behavior agent_actor::make_behavior() {
                        progress_batching::max_batch);
           return;
         }
+        const bool all_trained_before = all_local_ranks_trained();
         for (const auto& p : b.reports) {
           if (p.epoch != b.epoch)
             continue;
           if (p.epoch == epoch_) {
+            if (trained_epoch_ != epoch_)
+              trained_ranks_.clear();
             trained_epoch_ = epoch_;
+            trained_ranks_.insert(p.rank);
             reached_step_ = std::max(reached_step_, p.step.value());
           }
           if (history_.empty() || p.epoch > history_.back().epoch || p.step > history_.back().step) {
@@ -274,6 +278,11 @@ caf::behavior agent_actor::make_behavior() {
         if (progress_.size() >= progress_batching::max_batch ||
             ctx_->time->now() - started_at_ < progress_batching::prompt_for)
           flush_progress();
+        // Every rank of the node finished its first step of the epoch: the next standby starts
+        // now, not at the next tick, so that a failure soon after finds it warm (and not sooner,
+        // where it would slow a recovering rank's first step).
+        if (!all_trained_before && all_local_ranks_trained())
+          ensure_standby();
       },
       // ---- from the supervisor ----
       [this](const envelope&, const assign_ranks& a) { apply(a); },
@@ -517,6 +526,12 @@ void agent_actor::spawn_worker(std::uint32_t local_index) {
   w.last_heartbeat = ctx_->time->now();
   workers_[local_index] = w;
   spdlog::info("agent started worker local={} pid={} epoch={}", local_index, pid, epoch_.value());
+}
+
+bool agent_actor::all_local_ranks_trained() const {
+  return trained_epoch_ == epoch_ && std::all_of(assignment_.begin(), assignment_.end(), [&](const auto& a) {
+           return trained_ranks_.contains(a.second.rank);
+         });
 }
 
 void agent_actor::ensure_standby() {

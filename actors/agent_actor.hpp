@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,8 @@ class agent_actor : public caf::event_based_actor {
   void spawn_program(std::uint32_t local_index);
   /// Keeps one warm standby worker (or, once a program joined through the worker API, a standby
   /// of the program) while the job runs.
+  /// Every rank assigned to this node reported a step of the current epoch.
+  [[nodiscard]] bool all_local_ranks_trained() const;
   void ensure_standby();
   /// Starts the job's program for `local_index` (its rank's torchrun environment), or as a standby
   /// without one; returns its pid, or -1 (a rank's failure to start is reported as its exit).
@@ -141,8 +144,10 @@ class agent_actor : public caf::event_based_actor {
   std::optional<start_training> started_;
   /// When the current epoch's start went to the workers: progress is relayed at once for a while
   /// after it (recoveries are measured to the first step), batched otherwise.
-  /// The last epoch whose ranks reported a step (a standby is made only then).
+  /// The last epoch whose ranks reported a step (a standby is made only then), and which of
+  /// this node's ranks did.
   epoch_t trained_epoch_{0};
+  std::set<rank_id> trained_ranks_;
   /// The furthest step a rank of this node reported in the current epoch (sent in node_hello).
   std::uint64_t reached_step_ = 0;
   clock::time_point started_at_;

@@ -1,8 +1,6 @@
 #include "actors/node_daemon.hpp"
 
-#include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +19,7 @@
 #include "actors/metrics.hpp"
 #include "actors/status_board.hpp"
 #include "actors/supervisor_actor.hpp"
+#include "common/child_reaper.hpp"
 #include "common/files.hpp"
 #include "common/process.hpp"
 #include "common/service_notify.hpp"
@@ -110,15 +109,12 @@ web::access http_access(const config::security_spec& s) {
 }
 
 int run_node_daemon(daemon_options o) {
-  // Stop signals are taken by sigtimedwait in this thread and SIGCHLD by the reaper's signalfd;
-  // every thread started below inherits the mask (worker processes reset it).
+  // Stop signals are taken by sigtimedwait in this thread and SIGCHLD by the reaper
+  // (common/child_reaper.hpp); every thread started below inherits the mask (worker processes reset it).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
-  sigset_t child_signal;
-  sigemptyset(&child_signal);
-  sigaddset(&child_signal, SIGCHLD);
   sigset_t blocked = stop_signals;
   sigaddset(&blocked, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &blocked, nullptr);
@@ -233,28 +229,17 @@ int run_node_daemon(daemon_options o) {
       !n.ok())
     spdlog::warn("{}", n.message());
 
-  // The reaper: worker processes are reported the moment they end (SIGCHLD through a signalfd),
-  // and the thread ends with the daemon.
-  std::atomic<bool> stopping{false};
-  const int child_fd = signalfd(-1, &child_signal, SFD_CLOEXEC | SFD_NONBLOCK);
-  std::thread reaper([&] {
-    name_this_thread("rk-reaper");
-    while (!stopping.load()) {
-      pollfd pfd{child_fd, POLLIN, 0};
-      (void)poll(&pfd, 1, 100);
-      signalfd_siginfo info;
-      while (read(child_fd, &info, sizeof info) > 0) {
-      }
-      int status = 0;
-      pid_t pid;
-      while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
-        caf::anon_send(agent, child_exited{pid, status, now_ns(time)});
-    }
-  });
+  // The reaper: worker processes are reported the moment they end, and it ends with the daemon.
+  auto reaper = child_reaper::start(
+      [&](pid_t pid, int status) { caf::anon_send(agent, child_exited{pid, status, now_ns(time)}); });
+  int exit_code = 0;
+  if (!reaper) {
+    spdlog::error("{}", reaper.error().message());
+    exit_code = 3;
+  }
 
   // Run until a stop signal, or the job's end.
-  int exit_code = 0;
-  for (;;) {
+  while (reaper) {
     timespec wait{0, 200'000'000};
     int sig = sigtimedwait(&stop_signals, nullptr, &wait);
     if (sig <= 0)
@@ -298,9 +283,8 @@ int run_node_daemon(daemon_options o) {
   // A node check or a stack capture still running sends to the actor system: it stays until they end.
   if (!wait_for_agent_threads(std::chrono::seconds{60}))
     spdlog::warn("rekindled {}: a node check or stack capture did not end within 60 s", o.node);
-  stopping.store(true);
-  reaper.join();
-  close(child_fd);
+  if (reaper)
+    reaper->reset();
   for (std::uint32_t i = 0; i < ctx.max_local_ranks(); ++i)
     (void)storage::snapshot_slot::remove(ctx.slot_name(i));
   return exit_code;

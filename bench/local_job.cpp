@@ -39,7 +39,7 @@ std::string config_text(const model_choice& m, int world, std::uint64_t steps, s
     << "\n[model]\nlayers = " << m.layers << "\nheads = " << m.heads << "\nwidth = " << m.width
     << "\nseq_len = " << m.seq_len << "\n"
     << "\n[checkpoint]\nsnapshot_every = " << snapshot_every << "\npersist_every = " << persist_every << "\n"
-    << "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"30s\"\ncollective = \"10s\"\n"
+    << "\n[timeouts]\nnode = \"3s\"\nhang = \"30s\"\ncollective = \"10s\"\n"
     // A benchmark kills ranks on purpose (up to 100 per world size): the restart limits, which
     // end a job whose rank keeps failing, are not what it measures.
     << "\n[recovery]\nmax_restarts_per_rank = 100000\nmax_restarts = 100000\n" << recovery_keys

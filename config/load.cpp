@@ -814,9 +814,9 @@ void read_timeouts(context& ctx, const toml::table& root, spec& s) {
   auto r = reader_for(ctx, root, "timeouts");
   auto& t = s.timeouts;
   const nanoseconds day = 24h;
-  t.heartbeat = r.duration("heartbeat", t.heartbeat, 1ms, 1min);
   t.node = r.duration("node", t.node, 2ms, day);
   t.hang = r.duration("hang", t.hang, 10ms, day);
+  t.heartbeat = r.duration("heartbeat", timeouts_spec::heartbeat_for(t.node, t.hang), 1ms, 1min);
   t.rendezvous = r.duration("rendezvous", t.rendezvous, 10ms, day);
   t.collective = r.duration("collective", t.collective, 1ms, day);
   r.finish();

@@ -219,8 +219,8 @@ struct checkpoint_spec {
 
 struct timeouts_spec {
   /// Interval of the node daemons' heartbeats to the supervisor (and of the supervisor's and
-  /// agents' timers). Default: 100ms.
-  nanoseconds heartbeat = std::chrono::milliseconds{100};
+  /// agents' timers). Default: heartbeat_for(node, hang), 250ms with their defaults.
+  nanoseconds heartbeat = std::chrono::milliseconds{250};
   /// A node is lost after this long without heartbeats. Default: 1s.
   nanoseconds node = std::chrono::seconds{1};
   /// A rank without progress for this long is hung. Default: 10s.
@@ -235,6 +235,14 @@ struct timeouts_spec {
   /// A quarter of `node` (a peer is lost after four missed ones), never more often than
   /// `heartbeat`: what detection needs, not more (each is a wake-up of two processes).
   [[nodiscard]] nanoseconds keepalive() const noexcept { return std::max(heartbeat, node / 4); }
+
+  /// The heartbeat a configuration gets when it sets none: a quarter of the shorter of `node` and
+  /// `hang` (a node is lost after four silent intervals, and a hang is checked four times in its
+  /// timeout), within [1ms, 1min]. Detection needs no more, and each heartbeat wakes the daemons.
+  [[nodiscard]] static nanoseconds heartbeat_for(nanoseconds node, nanoseconds hang) noexcept {
+    using namespace std::chrono_literals;
+    return std::clamp<nanoseconds>(std::min(node, hang) / 4, 1ms, 1min);
+  }
 
   bool operator==(const timeouts_spec&) const = default;
 };

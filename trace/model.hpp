@@ -89,8 +89,9 @@ struct model {
   nanoseconds rendezvous_timeout = std::chrono::seconds{30};
   /// Deadline of one collective call. Default: 10s.
   nanoseconds collective_timeout = std::chrono::seconds{10};
-  /// Interval of the supervisor's timer (config: timeouts.heartbeat). Default: 100ms.
-  nanoseconds tick = std::chrono::milliseconds{100};
+  /// Interval of the supervisor's timer (config: timeouts.heartbeat). Default: 250ms, the
+  /// config's default (a quarter of the node timeout).
+  nanoseconds tick = std::chrono::milliseconds{250};
   /// Default: 100ms.
   nanoseconds backoff = std::chrono::milliseconds{100};
   /// Default: 5s.

@@ -567,12 +567,18 @@ class messenger::impl {
     return sent;
   }
 
+  // The longest the loop sleeps without a deadline: a keep-alive's interval, and often enough
+  // (four times a peer timeout) that a longer gap between its ticks is its own absence.
+  [[nodiscard]] clock_type::duration longest_sleep() const {
+    return std::min<clock_type::duration>(options_.keepalive, options_.peer_timeout / 4);
+  }
+
   // The loop: posted tasks, UCX progress, deferred callbacks, timers; poll while busy, else block.
   void run() {
     name_this_thread("rk-messenger");
     loop_thread_id_ = std::this_thread::get_id();
     auto last_active = clock_type::now();
-    auto next_tick = last_active + std::min<clock_type::duration>(options_.keepalive, options_.peer_timeout / 4);
+    auto next_tick = last_active + longest_sleep();
     last_tick_ = last_active;
     std::vector<std::function<void()>> tasks;
     while (true) {
@@ -648,7 +654,7 @@ class messenger::impl {
         p.last_recv = std::max(p.last_recv, now);
     }
     last_tick_ = now;
-    auto next = now + std::min<clock_type::duration>(options_.keepalive, options_.peer_timeout / 4);
+    auto next = now + longest_sleep();
     std::vector<std::uint64_t> expired;
     for (auto& [id, p] : peers_) {
       if (p.state != peer_state::up) {

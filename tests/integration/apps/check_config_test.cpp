@@ -15,7 +15,7 @@ TEST(rekindled_check_config, prints_effective_config_of_local_example) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("[[nodes]]\nname = \"n1\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("max_restarts_per_rank = 5"), std::string::npos) << "defaults are filled in";
-  EXPECT_NE(r.out.find("heartbeat = \"100ms\""), std::string::npos);
+  EXPECT_NE(r.out.find("heartbeat = \"250ms\""), std::string::npos) << "a quarter of node = \"1s\"";
 }
 
 TEST(rekindled_check_config, embedded_default) {

@@ -45,7 +45,7 @@ TEST(config, minimal_file_gets_documented_defaults) {
   EXPECT_EQ(s.job.micro_batch, 4u);
   EXPECT_EQ(s.model.width, 128u);
   EXPECT_EQ(s.checkpoint.snapshot_every, 5u);
-  EXPECT_EQ(s.timeouts.heartbeat, 100ms);
+  EXPECT_EQ(s.timeouts.heartbeat, 250ms) << "a quarter of the node timeout";
   EXPECT_EQ(s.timeouts.node, 1s);
   EXPECT_EQ(s.timeouts.keepalive(), 250ms) << "a quarter of the node timeout";
   EXPECT_EQ(s.transport.max_frame_size, 16u << 20);
@@ -65,6 +65,23 @@ TEST(config, keepalives_go_four_times_a_node_timeout_but_not_more_often_than_hea
   t.heartbeat = 400ms;
   t.node = 1s;
   EXPECT_EQ(t.keepalive(), 400ms);
+}
+
+// A configuration that sets no heartbeat gets a quarter of the shorter of node and hang, so that
+// a lower node or hang timeout never meets a heartbeat too slow for it.
+TEST(config, an_unset_heartbeat_follows_the_node_and_hang_timeouts) {
+  temp_dir dir;
+  auto heartbeat = [&](std::string timeouts) {
+    auto r = parse_in(dir, std::string{two_nodes} + "\n[timeouts]\n" + timeouts);
+    EXPECT_TRUE(r.ok()) << timeouts << ": " << r.error_text();
+    return r.ok() ? r.value->timeouts.heartbeat : 0ns;
+  };
+  EXPECT_EQ(heartbeat("node = \"3s\"\n"), 750ms);
+  EXPECT_EQ(heartbeat("node = \"20ms\"\n"), 5ms);
+  EXPECT_EQ(heartbeat("node = \"2ms\"\n"), 1ms) << "never under 1ms, and still half the node timeout";
+  EXPECT_EQ(heartbeat("node = \"1h\"\nhang = \"20s\"\nrendezvous = \"2h\"\n"), 5s) << "the hang timeout is shorter";
+  EXPECT_EQ(heartbeat("node = \"1h\"\nhang = \"2h\"\nrendezvous = \"3h\"\n"), 1min) << "never over 1min";
+  EXPECT_EQ(heartbeat("heartbeat = \"100ms\"\nnode = \"3s\"\n"), 100ms) << "a heartbeat set is kept";
 }
 
 TEST(config, unknown_key_names_place_and_suggests) {
