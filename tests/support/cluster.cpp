@@ -35,7 +35,7 @@ local_cluster::local_cluster(cluster_options options) : options_(std::move(optio
           (options_.checkpoint_dir.empty() ? std::string{} : "directory = \"" + options_.checkpoint_dir + "\"\n") +
           "overlap = " + (options_.overlap ? "true" : "false") + "\n" +
           "\n"
-          "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"3s\"\nhang = \"20s\"\nrendezvous = \"" + options_.rendezvous + "\"\ncollective = \"5s\"\n"
+          "\n[timeouts]\nheartbeat = \"100ms\"\nnode = \"" + options_.node_timeout + "\"\nhang = \"20s\"\nrendezvous = \"" + options_.rendezvous + "\"\ncollective = \"5s\"\n"
           "\n[transport]\nnet_devices = \"" + options_.net_devices + "\"\ntls = \"" + options_.tls + "\"\n" +
           "\n[checks]\n" + options_.checks +
           "\n[daemon]\ndata_dir = \"" +

@@ -50,6 +50,8 @@ struct cluster_options {
   std::uint32_t width = 32;
   /// timeouts.rendezvous.
   std::string rendezvous = "60s";
+  /// timeouts.node: also how long a stopped worker goes unnoticed by its agent.
+  std::string node_timeout = "3s";
   /// nodes' `speed`, by node name (others: not written).
   std::map<std::string, double> speeds;
   /// nodes' failure `domain`, by node name (others: not written).

@@ -73,8 +73,11 @@ std::string tbody(const std::string& dom, const std::string& id) {
 
 TEST(status_page, shows_the_live_job_in_a_browser_in_steady_state_and_during_a_recovery) {
   if (auto why = testing::missing_tool("chromium", "chromium")) GTEST_SKIP() << *why;
+  // The recovery below is held open by a stopped rank until its agent misses its heartbeats
+  // (timeouts.node): long enough for two browsers to start on a loaded machine.
   testing::local_cluster c{{.steps = 20000,
-                            .extra = testing::token_files_toml}};
+                            .extra = testing::token_files_toml,
+                            .node_timeout = "30s"}};
   testing::write_token_files(c, admin_token, ro_token);
   c.start_all();
   ASSERT_TRUE(c.wait_step(5, 120s)) << c.log("n0");
