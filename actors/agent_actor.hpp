@@ -83,10 +83,10 @@ class agent_actor : public caf::event_based_actor {
   /// Starts the job's own program (job.command) as the rank assigned to `local_index`, with the
   /// torchrun environment, and registers it: it has no connection to say so itself.
   void spawn_program(std::uint32_t local_index);
-  /// Keeps one warm standby worker (or, once a program joined through the worker API, a standby
-  /// of the program) while the job runs.
   /// Every rank assigned to this node reported a step of the current epoch.
   [[nodiscard]] bool all_local_ranks_trained() const;
+  /// Keeps one warm standby worker (or, once a program joined through the worker API, a standby
+  /// of the program) while the job runs.
   void ensure_standby();
   /// Starts the job's program for `local_index` (its rank's torchrun environment), or as a standby
   /// without one; returns its pid, or -1 (a rank's failure to start is reported as its exit).

@@ -110,7 +110,8 @@ web::access http_access(const config::security_spec& s) {
 
 int run_node_daemon(daemon_options o) {
   // Stop signals are taken by sigtimedwait in this thread and SIGCHLD by the reaper
-  // (common/child_reaper.hpp); every thread started below inherits the mask (worker processes reset it).
+  // (common/child_reaper.hpp); every thread started below inherits the mask (worker processes
+  // reset it).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
